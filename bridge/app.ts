@@ -1,0 +1,102 @@
+// The composition root: builds every part once and wires them together.
+import { randomBytes } from 'node:crypto';
+import { startBroker, type Broker } from '../broker/broker.js';
+import { startAdmin, type AdminServer } from './admin.js';
+import type { Config } from './config.js';
+import { topics, type Status } from './contract.js';
+import { BridgeError, errorReply } from './errors.js';
+import { Intake } from './intake.js';
+import type { Logger } from './logger.js';
+import { Results } from './results.js';
+import { Scheduler } from './scheduler.js';
+import { MemoryStore } from './store/memory.js';
+import type { Store } from './store/types.js';
+import { UpstreamClient } from './upstream/client.js';
+import { VERSION } from './version.js';
+
+export interface RunningBridge {
+  readonly instanceId: string;
+  readonly mqttPort: number;
+  readonly httpPort: number;
+  readonly store: Store;
+  /** SIGTERM semantics: stop intake, finish or hand back in-flight work, publish offline. */
+  shutdown(): Promise<void>;
+}
+
+/** `upstreamUrl` must be resolved by the caller (main starts the simulator when it is unset). */
+export async function startBridge(config: Config & { upstreamUrl: string }, logger: Logger): Promise<RunningBridge> {
+  const instanceId = `bridge-${randomBytes(4).toString('hex')}`;
+  const log = logger.child({ instance: instanceId });
+  const store: Store = new MemoryStore();
+  const upstream = new UpstreamClient({
+    baseUrl: config.upstreamUrl,
+    apiKeys: config.upstreamApiKeys,
+    timeoutMs: config.upstreamTimeoutMs,
+    maxAttempts: config.maxAttempts,
+    maxRateLimitedRetries: config.maxRateLimitedRetries,
+    connections: config.maxConcurrency,
+    logger: log.child({ module: 'upstream' }),
+  });
+
+  // The broker and the results sink need each other: intake runs inside the broker's hooks
+  // and replies through the broker, so the handler is bound once both exist.
+  let intake: Intake | undefined;
+  const broker: Broker = await startBroker(
+    config,
+    (topic, payload) => (intake ? intake.handle(topic, payload) : Promise.resolve()),
+    log,
+  );
+  const results = new Results(broker.publish);
+  const scheduler = new Scheduler(config, store, upstream, results, log.child({ module: 'scheduler' }), instanceId);
+  intake = new Intake(config, store, results, log.child({ module: 'intake' }), () => scheduler.wake());
+
+  let stopping = false;
+  let admin: AdminServer;
+  try {
+    admin = await startAdmin(config.httpHost, config.httpPort, (httpPort) => ({
+      ready: !stopping,
+      ports: { mqtt: broker.mqttPort, http: httpPort },
+      instance: instanceId,
+      version: VERSION,
+    }));
+  } catch (err) {
+    await broker.close();
+    throw err;
+  }
+
+  const since = new Date().toISOString();
+  const publishStatus = (state: Status['state']): Promise<void> => {
+    const status: Status = { state, instance: instanceId, version: VERSION, since };
+    return broker.publish(topics.status(instanceId), Buffer.from(JSON.stringify(status)), { qos: 1, retain: true });
+  };
+  await publishStatus('online');
+  scheduler.start();
+  log.info({ mqttPort: broker.mqttPort, httpPort: admin.port, store: 'memory' }, 'bridge ready');
+
+  return {
+    instanceId,
+    mqttPort: broker.mqttPort,
+    httpPort: admin.port,
+    store,
+    async shutdown() {
+      if (stopping) return;
+      stopping = true;
+      log.info({ graceMs: config.shutdownGraceMs, inFlight: scheduler.inFlight }, 'shutting down');
+      intake?.stop();
+      await scheduler.stop(config.shutdownGraceMs);
+      if (!store.durable) {
+        // Queued work cannot outlive this process: answer it rather than lose it silently.
+        const unfinished = await store.drain();
+        const error = new BridgeError('unavailable', 'bridge is shutting down');
+        for (const job of unfinished) await results.send(job.deviceId, errorReply(job.id, error, job.priority));
+        if (unfinished.length > 0) log.warn({ count: unfinished.length }, 'queued requests answered unavailable');
+      }
+      await publishStatus('offline');
+      await admin.close();
+      await broker.close();
+      await upstream.close();
+      await store.close();
+      log.info('stopped');
+    },
+  };
+}

@@ -1,0 +1,230 @@
+// Configuration from the environment (CONTRACT.md "Configuration"), validated with zod.
+// A bad value stops the start with one line naming the variable: ConfigError carries it.
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { PRIORITIES, type Priority } from './contract.js';
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`${variable}: ${problem}`);
+  }
+}
+
+const int = (min: number) => z.coerce.number().int(`must be an integer`).min(min, `must be at least ${min}`);
+const port = z.coerce.number().int('must be an integer').min(0).max(65535, 'must be a port number (0-65535)');
+const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes');
+const url = (protocols: string[]) =>
+  z.string().refine((v) => {
+    try {
+      return protocols.includes(new URL(v).protocol);
+    } catch {
+      return false;
+    }
+  }, `must be a URL (${protocols.join(' or ')})`);
+const keyList = z.string().transform((v) => v.split(',').map((k) => k.trim()).filter((k) => k.length > 0));
+const readableFile = z.string().refine((path) => {
+  try {
+    readFileSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}, 'file cannot be read');
+
+export const DEFAULT_PRIORITY_OFFSETS_MS: Record<Priority, number> = { critical: 0, high: 2000, normal: 5000, low: 15000 };
+
+const priorityOffsets = z.string().transform((value, ctx) => {
+  const offsets: Record<Priority, number> = { ...DEFAULT_PRIORITY_OFFSETS_MS };
+  for (const pair of value.split(',').map((p) => p.trim()).filter(Boolean)) {
+    const [name, ms] = pair.split('=').map((s) => s.trim());
+    const n = Number(ms);
+    if (!name || !(PRIORITIES as readonly string[]).includes(name)) {
+      ctx.addIssue({ code: 'custom', message: `unknown priority "${name ?? ''}" (expected ${PRIORITIES.join(', ')})` });
+      return z.NEVER;
+    }
+    if (ms === undefined || ms === '' || !Number.isInteger(n) || n < 0) {
+      ctx.addIssue({ code: 'custom', message: `offset for ${name} must be a non-negative integer of ms` });
+      return z.NEVER;
+    }
+    offsets[name as Priority] = n;
+  }
+  return offsets;
+});
+
+/** The schema maps each environment variable to its typed value; keys are the variable names. */
+const EnvSchema = z.object({
+  MQTT_HOST: z.string().min(1).default('127.0.0.1'),
+  MQTT_PORT: port.default(1883),
+  MQTT_TLS_PORT: port.optional(),
+  TLS_CERT_FILE: readableFile.optional(),
+  TLS_KEY_FILE: readableFile.optional(),
+  TLS_CA_FILE: readableFile.optional(),
+  MQTT_WS_PORT: port.optional(),
+  HTTP_HOST: z.string().min(1).default('127.0.0.1'),
+  HTTP_PORT: port.default(9464),
+  ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  REDIS_URL: url(['redis:', 'rediss:']).optional(),
+  UPSTREAM_URL: url(['http:', 'https:']).optional(),
+  UPSTREAM_API_KEYS: keyList.optional(),
+  UPSTREAM_MODEL: z.string().min(1).default('gpt-4o-mini'),
+  FALLBACK_URL: url(['http:', 'https:']).optional(),
+  FALLBACK_API_KEYS: keyList.optional(),
+  FALLBACK_MODEL: z.string().min(1).optional(),
+  BREAKER_COOLDOWN_MS: int(1).default(10_000),
+  RATE_LIMIT_RPM: int(1).default(600),
+  RATE_LIMIT_TPM: int(1).optional(),
+  DEVICE_RATE_LIMIT_RPM: int(1).default(120),
+  MAX_CONCURRENCY: int(1).default(32),
+  PRIORITY_OFFSETS_MS: priorityOffsets.default(DEFAULT_PRIORITY_OFFSETS_MS),
+  QUEUE_MAX: int(1).default(10_000),
+  MAX_ATTEMPTS: int(1).default(3),
+  UPSTREAM_TIMEOUT_MS: int(1).default(30_000),
+  MAX_RATE_LIMITED_RETRIES: int(0).default(10),
+  MAX_PAYLOAD_BYTES: int(1).default(262_144),
+  IDEMPOTENCY_TTL_S: int(1).default(86_400),
+  CACHE_TTL_S: int(0).default(300),
+  SHUTDOWN_GRACE_MS: int(0).default(10_000),
+  CONFIG_FILE: readableFile.optional(),
+  AUTH_FILE: readableFile.optional(),
+  ALLOW_ANONYMOUS: bool.optional(),
+  MAX_CONNECTIONS: int(1).default(50_000),
+  CONNECT_TIMEOUT_MS: int(1).default(10_000),
+  KEEPALIVE_LIMIT_S: int(1).max(65535).default(600),
+  DRAIN_TIMEOUT_MS: int(1).default(2000),
+  MAX_CLIENT_BACKLOG_BYTES: int(1).default(4_194_304),
+  MAX_INFLIGHT_QOS2: int(1).default(100),
+  MAX_SUBSCRIPTIONS: int(1).default(100),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+type Env = z.infer<typeof EnvSchema>;
+
+export interface Config {
+  mqttHost: string;
+  mqttPort: number;
+  mqttTlsPort: number | undefined;
+  tlsCertFile: string | undefined;
+  tlsKeyFile: string | undefined;
+  tlsCaFile: string | undefined;
+  mqttWsPort: number | undefined;
+  httpHost: string;
+  httpPort: number;
+  adminToken: string | undefined;
+  redisUrl: string | undefined;
+  upstreamUrl: string | undefined;
+  upstreamApiKeys: string[];
+  upstreamModel: string;
+  fallbackUrl: string | undefined;
+  fallbackApiKeys: string[];
+  fallbackModel: string | undefined;
+  breakerCooldownMs: number;
+  rateLimitRpm: number;
+  rateLimitTpm: number | undefined;
+  deviceRateLimitRpm: number;
+  maxConcurrency: number;
+  priorityOffsetsMs: Record<Priority, number>;
+  queueMax: number;
+  maxAttempts: number;
+  upstreamTimeoutMs: number;
+  maxRateLimitedRetries: number;
+  maxPayloadBytes: number;
+  idempotencyTtlS: number;
+  cacheTtlS: number;
+  shutdownGraceMs: number;
+  configFile: string | undefined;
+  authFile: string | undefined;
+  allowAnonymous: boolean;
+  maxConnections: number;
+  connectTimeoutMs: number;
+  keepaliveLimitS: number;
+  drainTimeoutMs: number;
+  maxClientBacklogBytes: number;
+  maxInflightQos2: number;
+  maxSubscriptions: number;
+  logLevel: Env['LOG_LEVEL'];
+}
+
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
+export const isLoopback = (host: string): boolean => LOOPBACK.test(host);
+
+/** Parses the environment; throws ConfigError naming the first bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  // An empty variable counts as unset, as shells and compose files often leave them.
+  const present = Object.fromEntries(
+    Object.keys(EnvSchema.shape)
+      .map((k) => [k, env[k]?.trim()])
+      .filter(([, v]) => v !== undefined && v !== ''),
+  );
+  const parsed = EnvSchema.safeParse(present);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ConfigError(String(issue?.path[0] ?? 'environment'), issue?.message ?? 'invalid');
+  }
+  const e = parsed.data;
+  const tlsParts = [e.TLS_CERT_FILE, e.TLS_KEY_FILE];
+  if (e.MQTT_TLS_PORT !== undefined && tlsParts.some((p) => p === undefined)) {
+    throw new ConfigError('MQTT_TLS_PORT', 'needs TLS_CERT_FILE and TLS_KEY_FILE');
+  }
+  if (e.FALLBACK_URL === undefined && (e.FALLBACK_API_KEYS !== undefined || e.FALLBACK_MODEL !== undefined)) {
+    throw new ConfigError('FALLBACK_URL', 'must be set when FALLBACK_API_KEYS or FALLBACK_MODEL is');
+  }
+
+  // Secure by default (Mosquitto 2.0): anonymous only while every listener is loopback-bound.
+  const allLoopback = isLoopback(e.MQTT_HOST);
+  const allowAnonymous = e.ALLOW_ANONYMOUS ?? allLoopback;
+  if (!allLoopback && e.AUTH_FILE === undefined && e.ALLOW_ANONYMOUS !== true) {
+    throw new ConfigError(
+      'MQTT_HOST',
+      `${e.MQTT_HOST} is not a loopback address: set AUTH_FILE, or ALLOW_ANONYMOUS=true to accept anonymous devices from the network`,
+    );
+  }
+
+  return {
+    mqttHost: e.MQTT_HOST,
+    mqttPort: e.MQTT_PORT,
+    mqttTlsPort: e.MQTT_TLS_PORT,
+    tlsCertFile: e.TLS_CERT_FILE,
+    tlsKeyFile: e.TLS_KEY_FILE,
+    tlsCaFile: e.TLS_CA_FILE,
+    mqttWsPort: e.MQTT_WS_PORT,
+    httpHost: e.HTTP_HOST,
+    httpPort: e.HTTP_PORT,
+    adminToken: e.ADMIN_TOKEN,
+    redisUrl: e.REDIS_URL,
+    upstreamUrl: e.UPSTREAM_URL,
+    upstreamApiKeys: e.UPSTREAM_API_KEYS ?? [],
+    upstreamModel: e.UPSTREAM_MODEL,
+    fallbackUrl: e.FALLBACK_URL,
+    fallbackApiKeys: e.FALLBACK_API_KEYS ?? [],
+    fallbackModel: e.FALLBACK_MODEL,
+    breakerCooldownMs: e.BREAKER_COOLDOWN_MS,
+    rateLimitRpm: e.RATE_LIMIT_RPM,
+    rateLimitTpm: e.RATE_LIMIT_TPM,
+    deviceRateLimitRpm: e.DEVICE_RATE_LIMIT_RPM,
+    maxConcurrency: e.MAX_CONCURRENCY,
+    priorityOffsetsMs: e.PRIORITY_OFFSETS_MS,
+    queueMax: e.QUEUE_MAX,
+    maxAttempts: e.MAX_ATTEMPTS,
+    upstreamTimeoutMs: e.UPSTREAM_TIMEOUT_MS,
+    maxRateLimitedRetries: e.MAX_RATE_LIMITED_RETRIES,
+    maxPayloadBytes: e.MAX_PAYLOAD_BYTES,
+    idempotencyTtlS: e.IDEMPOTENCY_TTL_S,
+    cacheTtlS: e.CACHE_TTL_S,
+    shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    configFile: e.CONFIG_FILE,
+    authFile: e.AUTH_FILE,
+    allowAnonymous,
+    maxConnections: e.MAX_CONNECTIONS,
+    connectTimeoutMs: e.CONNECT_TIMEOUT_MS,
+    keepaliveLimitS: e.KEEPALIVE_LIMIT_S,
+    drainTimeoutMs: e.DRAIN_TIMEOUT_MS,
+    maxClientBacklogBytes: e.MAX_CLIENT_BACKLOG_BYTES,
+    maxInflightQos2: e.MAX_INFLIGHT_QOS2,
+    maxSubscriptions: e.MAX_SUBSCRIPTIONS,
+    logLevel: e.LOG_LEVEL,
+  };
+}

@@ -1,0 +1,143 @@
+// Intake: one PUBLISH on devices/{id}/infer/{priority} becomes a queued job or an error
+// reply. It runs inside the broker's authorizePublish, so the device's PUBACK is sent only
+// after admission returned: "acknowledged" means "admitted" (DESIGN.md).
+import type { Config } from './config.js';
+import { InferRequestSchema, type InferTopic, type Priority } from './contract.js';
+import { BridgeError, errorReply, toBridgeError } from './errors.js';
+import type { Logger } from './logger.js';
+import type { Results } from './results.js';
+import { jobKey, type Job, type Store } from './store/types.js';
+
+export type IntakeConfig = Pick<
+  Config,
+  'maxPayloadBytes' | 'deviceRateLimitRpm' | 'queueMax' | 'priorityOffsetsMs' | 'upstreamModel'
+>;
+
+export type IntakeOutcome = 'queued' | 'duplicate' | 'rejected';
+
+/** Tokens of a default completion when a request names no max_tokens, for the TPM estimate. */
+const DEFAULT_COMPLETION_TOKENS = 256;
+/** An id is echoed in error replies only while it is plausibly the device's own. */
+const MAX_ECHOED_ID = 256;
+const ID_SNIFF_BYTES = 1024;
+
+export class Intake {
+  private accepting = true;
+
+  constructor(
+    private readonly config: IntakeConfig,
+    private readonly store: Store,
+    private readonly results: Results,
+    private readonly logger: Logger,
+    private readonly onQueued: () => void,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  /** Shutdown: later requests are answered `unavailable`. */
+  stop(): void {
+    this.accepting = false;
+  }
+
+  async handle(topic: InferTopic, payload: Buffer): Promise<IntakeOutcome> {
+    const arrivalMs = this.clock();
+    const { deviceId } = topic;
+    const priority = topic.kind === 'infer' ? topic.priority : undefined;
+    let id: string | null = null;
+    try {
+      if (payload.length > this.config.maxPayloadBytes) {
+        id = sniffId(payload);
+        throw new BridgeError(
+          'payload_too_large',
+          `payload is ${payload.length} bytes, over MAX_PAYLOAD_BYTES (${this.config.maxPayloadBytes})`,
+        );
+      }
+      let body: unknown;
+      try {
+        body = JSON.parse(payload.toString('utf8'));
+      } catch {
+        throw new BridgeError('invalid_request', 'payload is not valid JSON');
+      }
+      id = readId(body);
+      if (topic.kind === 'bad_priority') {
+        throw new BridgeError('invalid_request', `unknown priority "${topic.segment}" (expected critical, high, normal or low)`);
+      }
+      const parsed = InferRequestSchema.safeParse(body);
+      if (!parsed.success) throw new BridgeError('invalid_request', describeIssue(parsed.error.issues[0]));
+      if (!this.accepting) throw new BridgeError('unavailable', 'bridge is shutting down');
+      return await this.admit(deviceId, topic.priority, parsed.data, arrivalMs, payload.length);
+    } catch (err) {
+      const error = toBridgeError(err);
+      const log = this.logger.child({ deviceId, reqId: id });
+      if (error.code === 'internal') log.error({ err }, 'intake failed');
+      else log.info({ code: error.code }, `request rejected: ${error.message}`);
+      await this.results.send(deviceId, errorReply(id, error, priority));
+      return 'rejected';
+    }
+  }
+
+  private async admit(
+    deviceId: string,
+    priority: Priority,
+    request: Job['request'],
+    arrivalMs: number,
+    payloadBytes: number,
+  ): Promise<IntakeOutcome> {
+    const job: Job = {
+      key: jobKey(deviceId, request.id),
+      deviceId,
+      id: request.id,
+      priority,
+      request,
+      arrivalMs,
+      score: arrivalMs + this.config.priorityOffsetsMs[priority],
+      deadlineMs: request.ttl_ms === undefined ? undefined : arrivalMs + request.ttl_ms,
+      tokenEstimate: Math.ceil(payloadBytes / 4) + (request.max_tokens ?? DEFAULT_COMPLETION_TOKENS),
+      attempts: 0,
+    };
+    const result = await this.store.admit(
+      job,
+      { deviceRpm: this.config.deviceRateLimitRpm, queueMax: this.config.queueMax },
+      arrivalMs,
+    );
+    const log = this.logger.child({ deviceId, reqId: request.id });
+    switch (result.kind) {
+      case 'queued':
+        log.debug({ priority }, 'request queued');
+        this.onQueued();
+        return 'queued';
+      case 'duplicate_pending':
+        log.info('duplicate of a request still queued or in flight: its one reply answers both');
+        return 'duplicate';
+      case 'duplicate_done':
+        log.info('duplicate of an answered request: stored reply published again');
+        await this.results.send(deviceId, result.reply);
+        return 'duplicate';
+      case 'rate_limited':
+        throw new BridgeError(
+          'rate_limited',
+          `device ${deviceId} is over ${this.config.deviceRateLimitRpm} requests/min`,
+          result.retryAfterMs,
+        );
+      case 'queue_full':
+        throw new BridgeError('queue_full', `the queue is full (QUEUE_MAX ${this.config.queueMax})`);
+    }
+  }
+}
+
+function readId(body: unknown): string | null {
+  if (typeof body !== 'object' || body === null || !('id' in body)) return null;
+  const { id } = body as { id: unknown };
+  return typeof id === 'string' && id.length <= MAX_ECHOED_ID ? id : null;
+}
+
+/** Reads `"id"` from the head of a payload too large to parse, so even that reply names its request. */
+function sniffId(payload: Buffer): string | null {
+  const head = payload.subarray(0, ID_SNIFF_BYTES).toString('utf8');
+  return /"id"\s*:\s*"([A-Za-z0-9._:-]{1,64})"/.exec(head)?.[1] ?? null;
+}
+
+function describeIssue(issue: { path: PropertyKey[]; message: string } | undefined): string {
+  if (!issue) return 'request does not match the schema';
+  const path = issue.path.map(String).join('.');
+  return path ? `${path}: ${issue.message}` : issue.message;
+}

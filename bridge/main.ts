@@ -1,0 +1,81 @@
+// The process: configuration, signals and exit codes around the composition root (app.ts).
+import { ListenError } from '../broker/broker.js';
+import { startUpstreamSim, type UpstreamSim } from '../device-sim/upstream-sim.js';
+import { startBridge, type RunningBridge } from './app.js';
+import { ConfigError, loadConfig, isLoopback, type Config } from './config.js';
+import { createLogger } from './logger.js';
+
+/** Set but not yet honoured by this version: refusing beats silently running without them. */
+const NOT_YET_SUPPORTED: Array<[keyof Config, string]> = [
+  ['redisUrl', 'REDIS_URL'],
+  ['fallbackUrl', 'FALLBACK_URL'],
+  ['configFile', 'CONFIG_FILE'],
+  ['authFile', 'AUTH_FILE'],
+  ['mqttTlsPort', 'MQTT_TLS_PORT'],
+  ['mqttWsPort', 'MQTT_WS_PORT'],
+];
+
+function fail(message: string): never {
+  process.stderr.write(`edge-ai-bridge: ${message}\n`);
+  process.exit(2);
+}
+
+async function main(): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) fail(err.message);
+    throw err;
+  }
+  for (const [field, variable] of NOT_YET_SUPPORTED) {
+    if (config[field] !== undefined) fail(`${variable}: not supported by version 0.1 yet (see README, "Status")`);
+  }
+  const logger = createLogger(config.logLevel);
+  if (!isLoopback(config.mqttHost) && config.allowAnonymous) {
+    logger.warn({ host: config.mqttHost }, 'ALLOW_ANONYMOUS=true on a non-loopback listener: any device on the network may connect');
+  }
+
+  let sim: UpstreamSim | undefined;
+  let upstreamUrl = config.upstreamUrl;
+  if (upstreamUrl === undefined) {
+    sim = await startUpstreamSim({ port: 0, latencyMs: 50, jitterMs: 10 });
+    upstreamUrl = sim.url;
+    logger.warn(
+      { upstreamUrl },
+      'UPSTREAM_URL is not set: answers come from the bundled upstream SIMULATOR, not a real model',
+    );
+  }
+
+  let bridge: RunningBridge;
+  try {
+    bridge = await startBridge({ ...config, upstreamUrl }, logger);
+  } catch (err) {
+    if (err instanceof ListenError) fail(err.message);
+    throw err;
+  }
+
+  let signalled = false;
+  const stop = (signal: NodeJS.Signals): void => {
+    if (signalled) return;
+    signalled = true;
+    logger.info({ signal }, 'signal received');
+    bridge
+      .shutdown()
+      .then(() => sim?.close())
+      .then(
+        () => process.exit(0),
+        (err: unknown) => {
+          logger.error({ err }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`edge-ai-bridge: failed to start: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});

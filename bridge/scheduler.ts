@@ -1,0 +1,283 @@
+// The claim loop: keeps up to MAX_CONCURRENCY jobs in flight, renews their leases while
+// upstream calls run, and turns every ending (answer, failure, expiry) into one reply.
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Config } from './config.js';
+import type { OkReply, Reply } from './contract.js';
+import { BridgeError, errorReply, toBridgeError } from './errors.js';
+import type { Logger } from './logger.js';
+import type { Results } from './results.js';
+import type { ClaimedJob, Job, Store } from './store/types.js';
+import { buildUpstreamBody } from './upstream/body.js';
+import type { UpstreamCall, UpstreamResult } from './upstream/client.js';
+
+export type SchedulerConfig = Pick<
+  Config,
+  'maxConcurrency' | 'upstreamTimeoutMs' | 'rateLimitRpm' | 'rateLimitTpm' | 'maxAttempts' | 'idempotencyTtlS' | 'upstreamModel'
+>;
+
+export interface Upstream {
+  call(call: UpstreamCall): Promise<UpstreamResult>;
+}
+
+/** Terminal failures worth an operator's look; the rest are the device's own doing. */
+const DEAD_LETTER_CODES = new Set(['upstream_error', 'upstream_timeout', 'internal']);
+/** Idle poll: other instances (Redis) admit jobs this one is not told about. */
+const IDLE_POLL_MS = 100;
+const REAP_EVERY_MS = 2000;
+const STORE_RETRY_MS = 1000;
+/** A lease outlives one attempt by this much (CONTRACT guarantee 1: takeover within timeout + 5 s). */
+export const LEASE_MARGIN_MS = 5000;
+
+/** The lease was lost: the job is no longer ours, so it gets no reply from us. */
+class LeaseLost extends Error {}
+
+interface Running {
+  job: ClaimedJob;
+  abort: AbortController;
+  /** Monotonic time until which our lease surely holds. */
+  leaseUntil: number;
+  leaseLost: boolean;
+  done: Promise<void>;
+}
+
+export class Scheduler {
+  private readonly running = new Map<string, Running>();
+  private readonly leaseMs: number;
+  private stopping = false;
+  private pumping = false;
+  private pumpAgain = false;
+  private wakeTimer: NodeJS.Timeout | undefined;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private reapTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly config: SchedulerConfig,
+    private readonly store: Store,
+    private readonly upstream: Upstream,
+    private readonly results: Results,
+    private readonly logger: Logger,
+    private readonly owner: string,
+    private readonly clock: () => number = Date.now,
+  ) {
+    this.leaseMs = config.upstreamTimeoutMs + LEASE_MARGIN_MS;
+  }
+
+  start(): void {
+    // Renewing every second keeps "no attempt starts unless it ends inside the lease" cheap to satisfy.
+    this.renewTimer = setInterval(() => void this.renew(), Math.min(1000, this.leaseMs / 4));
+    this.reapTimer = setInterval(() => void this.reap(), REAP_EVERY_MS);
+    this.wake();
+  }
+
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  /** Something may be claimable now (a request was queued, a job finished). */
+  wake(delayMs = 0): void {
+    if (this.stopping) return;
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.wakeTimer = setTimeout(() => void this.pump(), Math.max(0, delayMs));
+  }
+
+  /**
+   * Stops claiming, lets in-flight calls finish within `graceMs`, then aborts the rest and
+   * hands them back to the queue.
+   */
+  async stop(graceMs: number): Promise<void> {
+    this.stopping = true;
+    clearTimeout(this.wakeTimer);
+    clearInterval(this.reapTimer);
+    const all = Promise.allSettled([...this.running.values()].map((r) => r.done));
+    const grace = sleep(graceMs, 'timeout' as const, { ref: false });
+    if ((await Promise.race([all, grace])) === 'timeout') {
+      const unfinished = [...this.running.values()];
+      this.logger.warn({ count: unfinished.length }, 'shutdown grace over: handing unfinished requests back to the queue');
+      for (const r of unfinished) r.abort.abort();
+      await Promise.allSettled(unfinished.map((r) => r.done));
+      await this.store.release(unfinished.map((r) => r.job), this.clock());
+    }
+    clearInterval(this.renewTimer);
+  }
+
+  private async pump(): Promise<void> {
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return;
+    }
+    this.pumping = true;
+    let nextWake = IDLE_POLL_MS;
+    try {
+      do {
+        this.pumpAgain = false;
+        while (!this.stopping && this.running.size < this.config.maxConcurrency) {
+          const now = this.clock();
+          const claimed = await this.store.claim(
+            {
+              owner: this.owner,
+              max: this.config.maxConcurrency - this.running.size,
+              leaseMs: this.leaseMs,
+              rpm: this.config.rateLimitRpm,
+              tpm: this.config.rateLimitTpm,
+            },
+            now,
+          );
+          for (const job of claimed.expired) void this.expire(job);
+          for (const job of claimed.jobs) this.run(job, now);
+          if (claimed.jobs.length === 0 && claimed.expired.length === 0) {
+            if (claimed.retryAtMs !== undefined) nextWake = Math.max(1, claimed.retryAtMs - now);
+            break;
+          }
+        }
+      } while (this.pumpAgain);
+    } catch (err) {
+      this.logger.error({ err }, 'claim failed; retrying');
+      nextWake = STORE_RETRY_MS;
+    } finally {
+      this.pumping = false;
+    }
+    if (this.running.size < this.config.maxConcurrency) this.wake(nextWake);
+  }
+
+  private run(job: ClaimedJob, claimedAt: number): void {
+    const abort = new AbortController();
+    const entry: Running = {
+      job,
+      abort,
+      leaseUntil: performance.now() + this.leaseMs,
+      leaseLost: false,
+      done: Promise.resolve(),
+    };
+    entry.done = this.execute(entry, claimedAt).finally(() => {
+      this.running.delete(job.key);
+      this.wake();
+    });
+    this.running.set(job.key, entry);
+  }
+
+  private async execute(entry: Running, claimedAt: number): Promise<void> {
+    const { job, abort } = entry;
+    const log = this.logger.child({ reqId: job.id, deviceId: job.deviceId });
+    const lock = job.request.lock;
+    if (lock !== undefined) log.debug({ lock, fence: job.fence }, 'lock granted');
+    let reply: Reply;
+    let deadLetter = false;
+    try {
+      const result = await this.upstream.call({
+        requestId: job.id,
+        deviceId: job.deviceId,
+        body: buildUpstreamBody(job.request, this.config.upstreamModel),
+        headers: lock === undefined ? {} : { 'X-Lock-Key': lock, 'X-Lock-Fence': String(job.fence) },
+        deadline: job.deadlineMs,
+        maxAttempts: Math.max(1, this.config.maxAttempts - job.attempts),
+        beforeAttempt: (attempt) => this.beforeAttempt(entry, attempt),
+        onRateLimited: (retryAfterMs) => void this.store.pauseUpstream(this.clock() + retryAfterMs),
+        signal: abort.signal,
+      });
+      reply = okReply(job, result, job.attempts, claimedAt, this.clock());
+      log.info({ attempts: reply.attempts, upstreamMs: result.upstreamMs }, 'request answered');
+    } catch (err) {
+      if (err instanceof LeaseLost) {
+        log.warn('lease lost before an attempt could start: the job is left to whoever holds it now');
+        return;
+      }
+      if (abort.signal.aborted) return; // shutdown: released to the queue by stop()
+      const error = toBridgeError(err);
+      deadLetter = DEAD_LETTER_CODES.has(error.code);
+      if (error.code === 'internal') log.error({ err }, 'request failed');
+      else log.warn({ code: error.code }, `request failed: ${error.message}`);
+      reply = errorReply(job.id, error, job.priority);
+    }
+    await this.finish(job, reply, deadLetter, log);
+  }
+
+  /** Runs before every upstream attempt: the lease must cover the whole attempt, and a retry needs rate budget. */
+  private async beforeAttempt(entry: Running, attempt: number): Promise<void> {
+    if (entry.leaseLost || performance.now() + this.config.upstreamTimeoutMs >= entry.leaseUntil) throw new LeaseLost();
+    if (attempt === 1) return; // the claim already took this call's rate token
+    const { job } = entry;
+    for (;;) {
+      const now = this.clock();
+      const take = await this.store.takeRate(job.tokenEstimate, this.config.rateLimitRpm, this.config.rateLimitTpm, now);
+      if (take.ok) return;
+      if (job.deadlineMs !== undefined && take.retryAtMs >= job.deadlineMs) {
+        throw new BridgeError('expired', 'ttl_ms passed while a retry waited for upstream rate budget');
+      }
+      await sleep(Math.max(1, take.retryAtMs - now), undefined, { signal: entry.abort.signal });
+      if (entry.leaseLost || performance.now() + this.config.upstreamTimeoutMs >= entry.leaseUntil) throw new LeaseLost();
+    }
+  }
+
+  private async expire(job: Job): Promise<void> {
+    const log = this.logger.child({ reqId: job.id, deviceId: job.deviceId });
+    log.info('request expired in the queue');
+    const reply = errorReply(job.id, new BridgeError('expired', 'ttl_ms passed before an upstream call could start'), job.priority);
+    await this.finish(job, reply, false, log);
+  }
+
+  /** Reply first, then record: a crash in between answers twice, never zero times. */
+  private async finish(job: Job, reply: Reply, deadLetter: boolean, log: Logger): Promise<void> {
+    try {
+      await this.results.send(job.deviceId, reply);
+      await this.store.complete(job, reply, { ttlS: this.config.idempotencyTtlS, deadLetter }, this.clock());
+    } catch (err) {
+      log.error({ err }, 'could not publish or record the reply');
+    }
+  }
+
+  private async renew(): Promise<void> {
+    const entries = [...this.running.values()];
+    if (entries.length === 0) return;
+    const sentAt = performance.now();
+    try {
+      const held = await this.store.renew(
+        this.owner,
+        entries.map((e) => e.job.key),
+        this.leaseMs,
+        this.clock(),
+      );
+      entries.forEach((entry, i) => {
+        if (held[i]) entry.leaseUntil = sentAt + this.leaseMs;
+        else entry.leaseLost = true;
+      });
+    } catch (err) {
+      // Not renewed: leaseUntil stays as it was, so attempts stop once it is too close.
+      this.logger.warn({ err }, 'lease renewal failed');
+    }
+  }
+
+  private async reap(): Promise<void> {
+    try {
+      const exhausted = await this.store.reap(this.config.maxAttempts, this.clock());
+      for (const job of exhausted) {
+        const log = this.logger.child({ reqId: job.id, deviceId: job.deviceId });
+        const error = new BridgeError('upstream_error', `gave up after ${job.attempts} attempts whose holders stopped`);
+        await this.finish(job, errorReply(job.id, error, job.priority), true, log);
+      }
+      if (exhausted.length > 0) this.wake();
+    } catch (err) {
+      this.logger.warn({ err }, 'reap failed');
+    }
+  }
+}
+
+function okReply(job: Job, result: UpstreamResult, priorAttempts: number, claimedAt: number, now: number): OkReply {
+  const reply: OkReply = {
+    id: job.id,
+    ok: true,
+    model: result.model,
+    content: result.content,
+    finish_reason: result.finish_reason,
+    cached: false,
+    attempts: priorAttempts + result.attempts,
+    priority: job.priority,
+    timing: {
+      queued_ms: Math.max(0, claimedAt - job.arrivalMs),
+      upstream_ms: Math.round(result.upstreamMs),
+      total_ms: Math.max(0, now - job.arrivalMs),
+    },
+  };
+  if (result.usage) reply.usage = result.usage;
+  return reply;
+}

@@ -1,0 +1,267 @@
+// In-process coordination for a single instance (no REDIS_URL). Every method does its
+// whole step synchronously, so each step is atomic just as a Lua script is in Redis.
+import type { Reply } from '../contract.js';
+import { PRIORITIES } from '../contract.js';
+import { SlidingWindow } from './sliding-window.js';
+import type {
+  AdmitLimits,
+  AdmitResult,
+  ClaimedJob,
+  ClaimOptions,
+  ClaimResult,
+  DeadLetter,
+  Job,
+  QueueDepth,
+  RateTake,
+  Store,
+} from './types.js';
+
+const MINUTE_MS = 60_000;
+const SWEEP_EVERY = 4096;
+
+type Record_ = { state: 'pending' } | { state: 'done'; reply: Reply; expiresAt: number };
+
+interface Lease {
+  job: ClaimedJob;
+  expiresAt: number;
+}
+
+interface LockHolder {
+  jobKey: string;
+  expiresAt: number;
+}
+
+/** Queue order: smallest score first, then first admitted. */
+interface Queued {
+  job: Job;
+  seq: number;
+}
+const before = (a: Queued, b: Queued): boolean => a.job.score < b.job.score || (a.job.score === b.job.score && a.seq < b.seq);
+
+export class MemoryStore implements Store {
+  readonly durable = false;
+
+  /** Kept sorted with the next job LAST, so claiming is a pop. */
+  private readonly queue: Queued[] = [];
+  private seq = 0;
+  private readonly records = new Map<string, Record_>();
+  private readonly deviceWindows = new Map<string, SlidingWindow>();
+  private readonly calls = new SlidingWindow(MINUTE_MS);
+  private readonly leases = new Map<string, Lease>();
+  private readonly locks = new Map<string, LockHolder>();
+  private readonly fences = new Map<string, number>();
+  /** Jobs waiting for a held lock, in the order they were due. */
+  private readonly parked = new Map<string, Queued[]>();
+  private readonly dlq: DeadLetter[] = [];
+  private pausedUntil = 0;
+  private admissions = 0;
+
+  async admit(job: Job, limits: AdmitLimits, now: number): Promise<AdmitResult> {
+    const record = this.records.get(job.key);
+    if (record?.state === 'pending') return { kind: 'duplicate_pending' };
+    if (record?.state === 'done' && record.expiresAt > now) return { kind: 'duplicate_done', reply: record.reply };
+
+    if (++this.admissions % SWEEP_EVERY === 0) this.sweep(now);
+    const window = this.deviceWindow(job.deviceId);
+    if (window.count(now) >= limits.deviceRpm) {
+      return { kind: 'rate_limited', retryAfterMs: window.freeAt(limits.deviceRpm, now) - now };
+    }
+    if (this.queuedCount() >= limits.queueMax) return { kind: 'queue_full' };
+
+    window.add(now, 1);
+    this.records.set(job.key, { state: 'pending' });
+    this.enqueue({ job, seq: this.seq++ });
+    return { kind: 'queued' };
+  }
+
+  async claim(options: ClaimOptions, now: number): Promise<ClaimResult> {
+    const jobs: ClaimedJob[] = [];
+    const expired: Job[] = [];
+    let retryAtMs: number | undefined;
+    if (this.pausedUntil > now) return { jobs, expired, retryAtMs: this.pausedUntil };
+
+    while (jobs.length < options.max) {
+      const next = this.queue.at(-1);
+      if (!next) break;
+      const { job } = next;
+      if (job.deadlineMs !== undefined && job.deadlineMs <= now) {
+        this.queue.pop();
+        expired.push(job);
+        continue;
+      }
+      const lock = job.request.lock;
+      if (lock !== undefined && this.lockHeld(lock, now)) {
+        this.queue.pop();
+        this.park(lock, next);
+        continue;
+      }
+      const take = this.tryTake(job.tokenEstimate, options.rpm, options.tpm, now);
+      if (!take.ok) {
+        retryAtMs = take.retryAtMs;
+        break;
+      }
+      this.queue.pop();
+      let fence: number | undefined;
+      if (lock !== undefined) {
+        fence = (this.fences.get(lock) ?? 0) + 1;
+        this.fences.set(lock, fence);
+        this.locks.set(lock, { jobKey: job.key, expiresAt: now + options.leaseMs });
+      }
+      const claimed: ClaimedJob = { ...job, owner: options.owner, fence };
+      this.leases.set(job.key, { job: claimed, expiresAt: now + options.leaseMs });
+      jobs.push(claimed);
+    }
+    return { jobs, expired, retryAtMs };
+  }
+
+  async takeRate(tokens: number, rpm: number, tpm: number | undefined, now: number): Promise<RateTake> {
+    if (this.pausedUntil > now) return { ok: false, retryAtMs: this.pausedUntil };
+    return this.tryTake(tokens, rpm, tpm, now);
+  }
+
+  async pauseUpstream(untilMs: number): Promise<void> {
+    this.pausedUntil = Math.max(this.pausedUntil, untilMs);
+  }
+
+  async renew(owner: string, keys: string[], leaseMs: number, now: number): Promise<boolean[]> {
+    return keys.map((key) => {
+      const lease = this.leases.get(key);
+      if (!lease || lease.job.owner !== owner || lease.expiresAt <= now) return false;
+      lease.expiresAt = now + leaseMs;
+      const lock = lease.job.request.lock;
+      const holder = lock === undefined ? undefined : this.locks.get(lock);
+      if (holder?.jobKey === key) holder.expiresAt = now + leaseMs;
+      return true;
+    });
+  }
+
+  async complete(job: Job, reply: Reply, options: { ttlS: number; deadLetter: boolean }, now: number): Promise<void> {
+    this.records.set(job.key, { state: 'done', reply, expiresAt: now + options.ttlS * 1000 });
+    this.dropLease(job.key);
+    if (options.deadLetter) this.dlq.push({ job, reply, atMs: now });
+  }
+
+  async release(jobs: ClaimedJob[], now: number): Promise<void> {
+    for (const held of jobs) {
+      if (!this.leases.has(held.key)) continue;
+      this.dropLease(held.key);
+      const { owner: _owner, fence: _fence, ...job } = held;
+      this.enqueue({ job, seq: this.seq++ });
+    }
+  }
+
+  async reap(maxAttempts: number, now: number): Promise<Job[]> {
+    const exhausted: Job[] = [];
+    for (const [key, lease] of this.leases) {
+      if (lease.expiresAt > now) continue;
+      this.dropLease(key);
+      const { owner: _owner, fence: _fence, ...held } = lease.job;
+      const job = { ...held, attempts: held.attempts + 1 };
+      if (job.attempts >= maxAttempts) exhausted.push(job);
+      else this.enqueue({ job, seq: this.seq++ });
+    }
+    return exhausted;
+  }
+
+  async drain(): Promise<Job[]> {
+    const all = [...this.queue.reverse(), ...[...this.parked.values()].flat()].map((q) => q.job);
+    this.queue.length = 0;
+    this.parked.clear();
+    for (const job of all) this.records.delete(job.key);
+    return all;
+  }
+
+  async storedReply(key: string, now: number): Promise<Reply | undefined> {
+    const record = this.records.get(key);
+    return record?.state === 'done' && record.expiresAt > now ? record.reply : undefined;
+  }
+
+  async queueDepth(): Promise<QueueDepth> {
+    const depth = Object.fromEntries(PRIORITIES.map((p) => [p, 0])) as QueueDepth;
+    for (const q of this.queue) depth[q.job.priority] += 1;
+    for (const list of this.parked.values()) for (const q of list) depth[q.job.priority] += 1;
+    return depth;
+  }
+
+  async deadLetters(): Promise<DeadLetter[]> {
+    return [...this.dlq];
+  }
+
+  async close(): Promise<void> {}
+
+  private queuedCount(): number {
+    let n = this.queue.length;
+    for (const list of this.parked.values()) n += list.length;
+    return n;
+  }
+
+  private enqueue(item: Queued): void {
+    // Binary search for the insertion point in a list sorted with the next job last.
+    let lo = 0;
+    let hi = this.queue.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (before(this.queue[mid] as Queued, item)) hi = mid;
+      else lo = mid + 1;
+    }
+    this.queue.splice(lo, 0, item);
+  }
+
+  private park(lock: string, item: Queued): void {
+    const list = this.parked.get(lock);
+    if (list) list.push(item);
+    else this.parked.set(lock, [item]);
+  }
+
+  private lockHeld(lock: string, now: number): boolean {
+    const holder = this.locks.get(lock);
+    if (holder && holder.expiresAt <= now) {
+      this.unlock(lock);
+      return false;
+    }
+    return holder !== undefined;
+  }
+
+  /** Frees the lock and moves the next job parked behind it back to the queue. */
+  private unlock(lock: string): void {
+    this.locks.delete(lock);
+    const list = this.parked.get(lock);
+    const next = list?.shift();
+    if (next) this.enqueue(next);
+    if (list && list.length === 0) this.parked.delete(lock);
+  }
+
+  private dropLease(key: string): void {
+    const lease = this.leases.get(key);
+    this.leases.delete(key);
+    const lock = lease?.job.request.lock;
+    if (lock !== undefined && this.locks.get(lock)?.jobKey === key) this.unlock(lock);
+  }
+
+  private tryTake(tokens: number, rpm: number, tpm: number | undefined, now: number): RateTake {
+    const rpmFree = this.calls.count(now) < rpm;
+    const tpmFree = tpm === undefined || this.calls.weight(now) + tokens <= tpm || this.calls.count(now) === 0;
+    if (rpmFree && tpmFree) {
+      this.calls.add(now, tokens);
+      return { ok: true, retryAtMs: now };
+    }
+    const rpmAt = rpmFree ? now : this.calls.freeAt(rpm, now);
+    const tpmAt = tpmFree || tpm === undefined ? now : this.calls.weightFreeAt(tpm - tokens, now);
+    return { ok: false, retryAtMs: Math.max(rpmAt, tpmAt) };
+  }
+
+  private deviceWindow(deviceId: string): SlidingWindow {
+    let window = this.deviceWindows.get(deviceId);
+    if (!window) {
+      window = new SlidingWindow(MINUTE_MS);
+      this.deviceWindows.set(deviceId, window);
+    }
+    return window;
+  }
+
+  /** Forgets idle devices' windows and expired replies, so a long run does not grow without bound. */
+  private sweep(now: number): void {
+    for (const [deviceId, window] of this.deviceWindows) if (window.count(now) === 0) this.deviceWindows.delete(deviceId);
+    for (const [key, record] of this.records) if (record.state === 'done' && record.expiresAt <= now) this.records.delete(key);
+  }
+}

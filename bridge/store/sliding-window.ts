@@ -1,0 +1,61 @@
+/**
+ * A rolling-window log of weighted events: exact "at most N in any 60 s", unlike a fixed
+ * window, which admits 2N across a boundary (RELIABILITY.md A13).
+ */
+export class SlidingWindow {
+  private times: number[] = [];
+  private weights: number[] = [];
+  private head = 0;
+  private total = 0;
+
+  constructor(private readonly windowMs: number) {}
+
+  add(now: number, weight: number): void {
+    this.times.push(now);
+    this.weights.push(weight);
+    this.total += weight;
+  }
+
+  count(now: number): number {
+    this.evict(now);
+    return this.times.length - this.head;
+  }
+
+  weight(now: number): number {
+    this.evict(now);
+    return this.total;
+  }
+
+  /** The earliest time at which fewer than `limit` events remain in the window. */
+  freeAt(limit: number, now: number): number {
+    this.evict(now);
+    const excess = this.times.length - this.head - limit;
+    if (excess < 0) return now;
+    return (this.times[this.head + excess] as number) + this.windowMs;
+  }
+
+  /** The earliest time at which the window's weight is at most `maxWeight`. */
+  weightFreeAt(maxWeight: number, now: number): number {
+    this.evict(now);
+    let weight = this.total;
+    for (let i = this.head; i < this.times.length; i += 1) {
+      if (weight <= maxWeight) return i === this.head ? now : (this.times[i - 1] as number) + this.windowMs;
+      weight -= this.weights[i] as number;
+    }
+    return this.times.length > this.head ? (this.times.at(-1) as number) + this.windowMs : now;
+  }
+
+  private evict(now: number): void {
+    const cutoff = now - this.windowMs;
+    while (this.head < this.times.length && (this.times[this.head] as number) <= cutoff) {
+      this.total -= this.weights[this.head] as number;
+      this.head += 1;
+    }
+    // Compact now and then so the arrays do not grow without bound.
+    if (this.head > 1024 && this.head * 2 > this.times.length) {
+      this.times = this.times.slice(this.head);
+      this.weights = this.weights.slice(this.head);
+      this.head = 0;
+    }
+  }
+}

@@ -1,0 +1,120 @@
+// The coordination interface. `memory` serves one instance; a Redis implementation will
+// serve a fleet (issue 3). Intake, scheduler and results only ever see this interface, and
+// one contract suite (test/store/) runs against every implementation.
+import type { InferRequest, Priority, Reply } from '../contract.js';
+
+/** A request as it waits in the queue. Plain data: it must survive a JSON round trip. */
+export interface Job {
+  /** `${deviceId}/${id}`: the idempotency key. */
+  key: string;
+  deviceId: string;
+  id: string;
+  priority: Priority;
+  request: InferRequest;
+  arrivalMs: number;
+  /** arrival + the class's aging offset; the smallest score runs first. */
+  score: number;
+  /** arrival + ttl_ms: no upstream call may start at or after it. */
+  deadlineMs: number | undefined;
+  /** Estimated upstream tokens (prompt estimate + max_tokens), for RATE_LIMIT_TPM. */
+  tokenEstimate: number;
+  /** Upstream attempts already spent by earlier holders whose lease expired. */
+  attempts: number;
+}
+
+/** A job an instance holds: leased to `owner`, and holding its lock (with fencing number) if it names one. */
+export interface ClaimedJob extends Job {
+  owner: string;
+  fence: number | undefined;
+}
+
+export interface AdmitLimits {
+  deviceRpm: number;
+  queueMax: number;
+}
+
+export type AdmitResult =
+  | { kind: 'queued' }
+  /** Same (deviceId, id) queued or in flight: the one reply at its end answers both. */
+  | { kind: 'duplicate_pending' }
+  /** Same (deviceId, id) already answered: publish this stored reply again. */
+  | { kind: 'duplicate_done'; reply: Reply }
+  | { kind: 'rate_limited'; retryAfterMs: number }
+  | { kind: 'queue_full' };
+
+export interface ClaimOptions {
+  owner: string;
+  max: number;
+  leaseMs: number;
+  rpm: number;
+  tpm: number | undefined;
+}
+
+export interface ClaimResult {
+  jobs: ClaimedJob[];
+  /** Jobs whose deadline passed while queued: out of the queue, to be answered `expired` and completed. */
+  expired: Job[];
+  /** When nothing could be claimed for lack of rate budget or an upstream pause: when to try again. */
+  retryAtMs: number | undefined;
+}
+
+export interface RateTake {
+  ok: boolean;
+  /** When `ok` is false: the earliest time a token may be free. */
+  retryAtMs: number;
+}
+
+export interface DeadLetter {
+  job: Job;
+  reply: Reply;
+  atMs: number;
+}
+
+export type QueueDepth = Record<Priority, number>;
+
+export interface Store {
+  /** Whether queued jobs outlive this process (Redis) or die with it (memory). */
+  readonly durable: boolean;
+
+  /** Idempotency record + device quota + QUEUE_MAX + enqueue, as one atomic step. */
+  admit(job: Job, limits: AdmitLimits, now: number): Promise<AdmitResult>;
+
+  /**
+   * Best jobs by score whose lock is free, each taking one upstream rate token, leased to
+   * `owner`. Jobs whose lock is held are parked until the holder finishes.
+   */
+  claim(options: ClaimOptions, now: number): Promise<ClaimResult>;
+
+  /** One more upstream call's budget (a retry). */
+  takeRate(tokens: number, rpm: number, tpm: number | undefined, now: number): Promise<RateTake>;
+
+  /** A 429 pauses dispatch to the upstream for every instance until `untilMs`. */
+  pauseUpstream(untilMs: number): Promise<void>;
+
+  /** Extends the leases (and their locks) still held by `owner`; false for each lost one. */
+  renew(owner: string, keys: string[], leaseMs: number, now: number): Promise<boolean[]>;
+
+  /**
+   * The job ended with `reply`: remember it for IDEMPOTENCY_TTL_S, release its lease and lock
+   * if it holds them, and, when `deadLetter`, keep it on the dead-letter list.
+   */
+  complete(job: Job, reply: Reply, options: { ttlS: number; deadLetter: boolean }, now: number): Promise<void>;
+
+  /** Hands held jobs back to the queue (shutdown); their attempts are unchanged. */
+  release(jobs: ClaimedJob[], now: number): Promise<void>;
+
+  /** Expired leases back to the queue (attempts + 1) or, past maxAttempts, returned for a final reply. */
+  reap(maxAttempts: number, now: number): Promise<Job[]>;
+
+  /** Removes and returns every queued job (memory store at shutdown: they cannot survive). */
+  drain(): Promise<Job[]>;
+
+  /** A finished job's reply, to answer a duplicate (also how tests read idempotency records). */
+  storedReply(key: string, now: number): Promise<Reply | undefined>;
+
+  queueDepth(): Promise<QueueDepth>;
+  deadLetters(): Promise<DeadLetter[]>;
+  close(): Promise<void>;
+}
+
+export const jobKey = (deviceId: string, id: string): string => `${deviceId}/${id}`;

@@ -1,0 +1,61 @@
+// Topic access rules of CONTRACT.md "Topics", as pure functions of an identity.
+export type Role = 'device' | 'observer' | 'operator';
+
+export interface Identity {
+  role: Role;
+  /** Set for role `device`: the only device whose topics it may touch. */
+  deviceId: string | undefined;
+}
+
+function publishPatterns(identity: Identity): string[] {
+  switch (identity.role) {
+    case 'device':
+      return identity.deviceId === undefined ? [] : [`devices/${identity.deviceId}/infer/+`];
+    case 'observer':
+      return [];
+    case 'operator':
+      return ['devices/+/infer/+'];
+  }
+}
+
+function subscribePatterns(identity: Identity): string[] {
+  switch (identity.role) {
+    case 'device':
+      return identity.deviceId === undefined ? [] : [`devices/${identity.deviceId}/result`, 'bridge/+/status'];
+    case 'observer':
+      return ['devices/+/result', 'devices/+/infer/+', 'bridge/#'];
+    case 'operator':
+      return ['#', '$SYS/#'];
+  }
+}
+
+/**
+ * True when every topic that `filter` can match is also matched by `pattern` (both MQTT
+ * filters), so a client may narrow what it was granted but never widen it.
+ */
+export function filterWithin(filter: string, pattern: string): boolean {
+  const f = filter.split('/');
+  const p = pattern.split('/');
+  for (let i = 0; i < p.length; i += 1) {
+    const pl = p[i];
+    const fl = f[i];
+    if (pl === '#') return i > 0 || !(fl ?? '').startsWith('$'); // '#' never matches $-topics at the root
+    if (fl === undefined) return false;
+    if (fl === '#') return false;
+    if (pl === '+') {
+      if (i === 0 && fl.startsWith('$')) return false;
+      continue;
+    }
+    if (pl !== fl) return false;
+  }
+  return f.length === p.length;
+}
+
+export function mayPublish(identity: Identity, topic: string): boolean {
+  if (topic.startsWith('$')) return false; // $SYS/ is never writable by clients
+  return publishPatterns(identity).some((pattern) => filterWithin(topic, pattern));
+}
+
+export function maySubscribe(identity: Identity, filter: string): boolean {
+  return subscribePatterns(identity).some((pattern) => filterWithin(filter, pattern));
+}

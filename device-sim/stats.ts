@@ -1,0 +1,239 @@
+// Pure bookkeeping for the device fleet: outcome tallies, percentiles, the report object
+// (also the `--json` output) and the human table. No I/O, so it is unit-testable in isolation.
+import { PRIORITIES, PrioritySchema, type Priority } from '../bridge/contract.js';
+
+/** Relative weights per priority; a priority left out of a `--mix` weighs 0. */
+export type Mix = Record<Priority, number>;
+
+export interface LatencySummary {
+  p50: number;
+  p95: number;
+  p99: number;
+  max: number;
+}
+
+export interface Row {
+  sent: number;
+  ok: number;
+  /** Error replies by contract error code (plus `publish_failed` / `malformed_reply` from the sim itself). */
+  errors: Record<string, number>;
+  /** No reply within the reply timeout. */
+  lost: number;
+  /** Over answered requests (ok and error replies); null when none was answered. */
+  latencyMs: LatencySummary | null;
+  /** Replies (ok + errors) per second of the run. */
+  achievedRate: number;
+}
+
+export interface ReportConfig {
+  /** Broker URL with any credentials removed. */
+  url: string;
+  devices: number;
+  rate: number;
+  durationS: number;
+  mix: Mix;
+  qos: 0 | 1 | 2;
+  replyTimeoutMs: number;
+  prefix: string;
+}
+
+export interface FleetReport {
+  overall: Row;
+  byPriority: Record<Priority, Row>;
+  /** Measured: from the first send to the last reply (or the end of sending, if later). */
+  durationS: number;
+  config: ReportConfig;
+}
+
+/** Raw counts for one priority, accumulated during a run. */
+export interface PriorityTally {
+  sent: number;
+  ok: number;
+  errors: Record<string, number>;
+  lost: number;
+  latencies: number[];
+}
+
+export type Tally = Record<Priority, PriorityTally>;
+
+export type Outcome = { ok: true } | { ok: false; code: string };
+
+export function emptyTally(): Tally {
+  const make = (): PriorityTally => ({ sent: 0, ok: 0, errors: {}, lost: 0, latencies: [] });
+  return { critical: make(), high: make(), normal: make(), low: make() };
+}
+
+export function recordSent(tally: Tally, priority: Priority): void {
+  tally[priority].sent += 1;
+}
+
+export function recordReply(tally: Tally, priority: Priority, outcome: Outcome, latencyMs: number): void {
+  const t = tally[priority];
+  if (outcome.ok) t.ok += 1;
+  else t.errors[outcome.code] = (t.errors[outcome.code] ?? 0) + 1;
+  t.latencies.push(latencyMs);
+}
+
+/** A client-side failure (e.g. the publish itself failed): an error without a latency. */
+export function recordFailure(tally: Tally, priority: Priority, code: string): void {
+  const t = tally[priority];
+  t.errors[code] = (t.errors[code] ?? 0) + 1;
+}
+
+export function recordLost(tally: Tally, priority: Priority, count = 1): void {
+  tally[priority].lost += count;
+}
+
+/**
+ * Nearest-rank percentile of ascending-sorted values: the smallest value with at least
+ * p% of the values at or below it. Always an observed value, never an interpolation.
+ */
+export function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) throw new RangeError('percentile of an empty list');
+  if (!(p > 0 && p <= 100)) throw new RangeError(`percentile must be in (0, 100], got ${p}`);
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1] as number;
+}
+
+export function summarizeLatencies(values: readonly number[]): LatencySummary | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const round = (v: number): number => Math.round(v * 10) / 10;
+  return {
+    p50: round(percentile(sorted, 50)),
+    p95: round(percentile(sorted, 95)),
+    p99: round(percentile(sorted, 99)),
+    max: round(sorted[sorted.length - 1] as number),
+  };
+}
+
+function sumValues(record: Record<string, number>): number {
+  return Object.values(record).reduce((a, b) => a + b, 0);
+}
+
+function buildRow(parts: readonly PriorityTally[], durationS: number): Row {
+  const errors: Record<string, number> = {};
+  let sent = 0;
+  let ok = 0;
+  let lost = 0;
+  const latencies: number[] = [];
+  for (const p of parts) {
+    sent += p.sent;
+    ok += p.ok;
+    lost += p.lost;
+    for (const [code, n] of Object.entries(p.errors)) errors[code] = (errors[code] ?? 0) + n;
+    for (const l of p.latencies) latencies.push(l);
+  }
+  const replies = latencies.length;
+  const achievedRate = durationS > 0 ? Math.round((replies / durationS) * 100) / 100 : 0;
+  // Keep error codes in a stable order so JSON output diffs cleanly between runs.
+  const sortedErrors = Object.fromEntries(Object.entries(errors).sort(([a], [b]) => a.localeCompare(b)));
+  return { sent, ok, errors: sortedErrors, lost, latencyMs: summarizeLatencies(latencies), achievedRate };
+}
+
+export function buildReport(tally: Tally, durationS: number, config: ReportConfig): FleetReport {
+  const byPriority = {} as Record<Priority, Row>;
+  for (const p of PRIORITIES) byPriority[p] = buildRow([tally[p]], durationS);
+  return {
+    overall: buildRow(PRIORITIES.map((p) => tally[p]), durationS),
+    byPriority,
+    durationS: Math.round(durationS * 1000) / 1000,
+    config,
+  };
+}
+
+/** Total of a row's error replies, whatever their codes. */
+export function errorCount(row: Row): number {
+  return sumValues(row.errors);
+}
+
+/**
+ * Parses `critical=1,high=9,normal=80,low=10`. Omitted priorities weigh 0; at least one
+ * weight must be positive. Throws an Error whose message says what is wrong.
+ */
+export function parseMix(text: string): Mix {
+  const mix: Mix = { critical: 0, high: 0, normal: 0, low: 0 };
+  const seen = new Set<Priority>();
+  const items = text.split(',').map((s) => s.trim());
+  for (const item of items) {
+    if (item === '') throw new Error(`empty entry in "${text}"`);
+    const eq = item.indexOf('=');
+    if (eq === -1) throw new Error(`"${item}" is not priority=weight`);
+    const name = item.slice(0, eq).trim();
+    const parsed = PrioritySchema.safeParse(name);
+    if (!parsed.success) throw new Error(`unknown priority "${name}" (expected one of ${PRIORITIES.join(', ')})`);
+    if (seen.has(parsed.data)) throw new Error(`priority "${name}" given twice`);
+    seen.add(parsed.data);
+    const raw = item.slice(eq + 1).trim();
+    const weight = Number(raw);
+    if (raw === '' || !Number.isFinite(weight) || weight < 0) {
+      throw new Error(`weight of "${name}" must be a non-negative number, got "${raw}"`);
+    }
+    mix[parsed.data] = weight;
+  }
+  if (PRIORITIES.every((p) => mix[p] === 0)) throw new Error('at least one weight must be positive');
+  return mix;
+}
+
+export function formatMix(mix: Mix): string {
+  return PRIORITIES.filter((p) => mix[p] > 0)
+    .map((p) => `${p}=${mix[p]}`)
+    .join(',');
+}
+
+/** Picks a priority with probability proportional to its weight; `random` returns [0, 1). */
+export function pickPriority(mix: Mix, random: () => number): Priority {
+  const total = PRIORITIES.reduce((acc, p) => acc + mix[p], 0);
+  let x = random() * total;
+  let last: Priority = 'normal';
+  for (const p of PRIORITIES) {
+    if (mix[p] <= 0) continue;
+    last = p;
+    if (x < mix[p]) return p;
+    x -= mix[p];
+  }
+  // Floating-point rounding can leave x a hair above the last bucket.
+  return last;
+}
+
+function formatErrors(errors: Record<string, number>): string {
+  const entries = Object.entries(errors);
+  return entries.length === 0 ? '-' : entries.map(([code, n]) => `${code}=${n}`).join(',');
+}
+
+function formatMs(v: number | undefined): string {
+  return v === undefined ? '-' : v >= 100 ? String(Math.round(v)) : v.toFixed(1);
+}
+
+/** A fixed-width text table: one line per priority, then the overall line. */
+export function formatTable(report: FleetReport): string {
+  const header = ['priority', 'sent', 'ok', 'errors', 'lost', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'rate/s'];
+  const toCells = (name: string, row: Row): string[] => [
+    name,
+    String(row.sent),
+    String(row.ok),
+    formatErrors(row.errors),
+    String(row.lost),
+    formatMs(row.latencyMs?.p50),
+    formatMs(row.latencyMs?.p95),
+    formatMs(row.latencyMs?.p99),
+    formatMs(row.latencyMs?.max),
+    row.achievedRate.toFixed(1),
+  ];
+  const rows = [header, ...PRIORITIES.map((p) => toCells(p, report.byPriority[p])), toCells('overall', report.overall)];
+  const widths = header.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  // Names and error lists read best left-aligned; numbers line up on the right.
+  const leftAligned = new Set([0, 3]);
+  const render = (cells: string[]): string =>
+    cells
+      .map((c, i) => (leftAligned.has(i) ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  const rule = widths.map((w) => '-'.repeat(w)).join('  ');
+  const c = report.config;
+  const title =
+    `device-sim: ${c.devices} devices, ${c.rate} req/s for ${c.durationS} s, qos ${c.qos}, ` +
+    `mix ${formatMix(c.mix)}, ${c.url} — measured ${report.durationS.toFixed(1)} s`;
+  const lines = [title, render(header), rule, ...rows.slice(1, -1).map(render), rule, render(rows[rows.length - 1] ?? [])];
+  return lines.join('\n');
+}

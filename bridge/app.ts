@@ -19,6 +19,7 @@ export interface RunningBridge {
   readonly mqttPort: number;
   readonly httpPort: number;
   readonly store: Store;
+  readonly broker: Broker;
   /** SIGTERM semantics: stop intake, finish or hand back in-flight work, publish offline. */
   shutdown(): Promise<void>;
 }
@@ -78,6 +79,7 @@ export async function startBridge(config: Config & { upstreamUrl: string }, logg
     mqttPort: broker.mqttPort,
     httpPort: admin.port,
     store,
+    broker,
     async shutdown() {
       if (stopping) return;
       stopping = true;

@@ -67,7 +67,7 @@ export const ChatMessageSchema = z.looseObject({
 export type ChatMessage = z.infer<typeof ChatMessageSchema>;
 
 export const InferRequestSchema = z.object({
-  id: z.string().regex(REQUEST_ID_PATTERN, 'id must be 1 to 64 characters of A-Za-z0-9._:-'),
+  id: z.string().regex(REQUEST_ID_PATTERN, 'must be 1 to 64 characters of A-Za-z0-9._:-'),
   messages: z.array(ChatMessageSchema).min(1),
   model: z.string().min(1).max(256).optional(),
   max_tokens: z.number().int().positive().optional(),

@@ -245,6 +245,8 @@ async function connectDevice(opts: FleetOptions, id: string, onMessage: (device:
   if (opts.password !== undefined) connectOpts.password = opts.password;
   // No retries for the first connect: a wrong URL or credentials should fail the run at once.
   const client = await mqtt.connectAsync(opts.url, connectOpts, false);
+  disableNagle(client);
+  client.on('connect', () => disableNagle(client));
   try {
     client.on('message', (_topic, payload) => onMessage(id, payload));
     // Replies published before the subscription exists would be dropped, so subscribe first.
@@ -263,9 +265,24 @@ async function connectDevice(opts: FleetOptions, id: string, onMessage: (device:
 
 async function endClient(client: MqttClient): Promise<void> {
   // A polite end waits for outstanding acks, which a dead broker never sends; then force it.
-  const polite = client.endAsync(false);
-  const timedOut = await Promise.race([polite.then(() => false), sleep(END_GRACE_MS).then(() => true)]);
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = await Promise.race([
+    client.endAsync(false).then(() => false),
+    new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(true), END_GRACE_MS);
+    }),
+  ]);
+  clearTimeout(timer);
   if (timedOut) await client.endAsync(true);
+}
+
+/**
+ * Nagle's algorithm holds small writes until the previous one is acked, which with delayed
+ * ACKs adds ~40 ms to a request/reply exchange: an artefact of the simulator, not of the bridge.
+ */
+function disableNagle(client: MqttClient): void {
+  const stream = client.stream as { setNoDelay?: (noDelay: boolean) => unknown } | undefined;
+  if (typeof stream?.setNoDelay === 'function') stream.setNoDelay(true);
 }
 
 function requestPayload(deviceId: string, seq: number): InferRequest {

@@ -1,0 +1,81 @@
+import mqtt from 'mqtt';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ask, sleep, startHarness, subscribeGranted, type Harness } from '../helpers/harness.js';
+
+describe('topic access for anonymous devices', () => {
+  let h: Harness;
+  beforeEach(async () => {
+    h = await startHarness();
+  });
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it("drops device A's publish on B's request topic and disconnects A; nothing reaches the bridge or upstream", async () => {
+    const b = await h.device('cam-b');
+    const a = await mqtt.connectAsync(h.url, { clientId: 'cam-a', reconnectPeriod: 0 });
+    const closed = new Promise<void>((resolve) => a.once('close', () => resolve()));
+    a.publish('devices/cam-b/infer/high', JSON.stringify(ask('forged')), { qos: 1 });
+    await closed;
+    await sleep(200);
+    expect(b.replies).toEqual([]);
+    expect(h.upstream.requests).toEqual([]);
+    a.end(true);
+  });
+
+  it("refuses A's subscription to B's result topic (granted 128) and grants its own", async () => {
+    const a = await mqtt.connectAsync(h.url, { clientId: 'cam-a.sub', reconnectPeriod: 0 });
+    const filters = ['devices/cam-b/result', 'devices/+/result', '#', 'devices/cam-a/result', 'bridge/+/status'];
+    expect(await subscribeGranted(a, filters)).toEqual([128, 128, 128, 1, 1]);
+    // The refused subscription really delivers nothing: B's reply never reaches A.
+    const seen: string[] = [];
+    a.on('message', (topic) => seen.push(topic));
+    const b = await h.device('cam-b');
+    await b.publish('normal', ask('for-b-only'));
+    await b.reply('for-b-only');
+    await sleep(100);
+    expect(seen.filter((t) => t.startsWith('devices/'))).toEqual([]);
+    await a.endAsync();
+  });
+
+  it('publishes the retained online status that devices may read', async () => {
+    const a = await mqtt.connectAsync(h.url, { clientId: 'cam-s', reconnectPeriod: 0 });
+    const status = new Promise<{ retain: boolean; payload: unknown }>((resolve) =>
+      a.on('message', (_t, payload, packet) => resolve({ retain: packet.retain, payload: JSON.parse(payload.toString()) })),
+    );
+    await a.subscribeAsync('bridge/+/status');
+    expect(await status).toMatchObject({ retain: true, payload: { state: 'online', instance: h.bridge.instanceId } });
+    await a.endAsync();
+  });
+
+  it('refuses $SYS publishes, a client id that is no device id, and a will on a foreign topic', async () => {
+    const a = await mqtt.connectAsync(h.url, { clientId: 'cam-x', reconnectPeriod: 0 });
+    const closed = new Promise<void>((resolve) => a.once('close', () => resolve()));
+    a.publish('$SYS/broker/fake', 'x', { qos: 1 });
+    await closed;
+    a.end(true);
+
+    await expect(mqtt.connectAsync(h.url, { clientId: 'no/slashes', reconnectPeriod: 0 })).rejects.toThrow(/Identifier rejected/i);
+    await expect(
+      mqtt.connectAsync(h.url, {
+        clientId: 'cam-w',
+        reconnectPeriod: 0,
+        will: { topic: 'devices/cam-b/infer/high', payload: Buffer.from('{}'), qos: 1, retain: false },
+      }),
+    ).rejects.toThrow(/Not authorized/i);
+  });
+
+  it('never stores a request as a retained message', async () => {
+    const d = await h.device('cam-r');
+    await d.client.publishAsync('devices/cam-r/infer/high', JSON.stringify(ask('ret')), { qos: 1, retain: true });
+    await d.reply('ret');
+    const retained: string[] = [];
+    // Aedes' types omit its persistence; its retained store is what a new subscriber would get.
+    const { persistence } = h.bridge.broker.aedes as unknown as {
+      persistence: { createRetainedStream(pattern: string): AsyncIterable<{ topic: string }> };
+    };
+    for await (const packet of persistence.createRetainedStream('#')) retained.push(packet.topic);
+    expect(retained.filter((t: string) => t.startsWith('devices/'))).toEqual([]);
+    expect(retained.some((t: string) => t.startsWith('bridge/'))).toBe(true); // the check can see retained messages
+  });
+});

@@ -1,0 +1,116 @@
+// Starts a real bridge (broker on a free TCP port, admin HTTP, memory store) against the
+// upstream simulator, and gives tests MQTT devices that talk to it over TCP.
+import mqtt, { type MqttClient } from 'mqtt';
+import { startBridge, type RunningBridge } from '../../bridge/app.js';
+import { loadConfig } from '../../bridge/config.js';
+import { ReplySchema, topics, type Priority, type Reply } from '../../bridge/contract.js';
+import { createLogger } from '../../bridge/logger.js';
+import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
+
+export interface Harness {
+  bridge: RunningBridge;
+  upstream: UpstreamSim;
+  url: string;
+  device(clientId: string): Promise<Device>;
+  close(): Promise<void>;
+}
+
+export async function startHarness(
+  env: Record<string, string> = {},
+  sim: Partial<UpstreamSimOptions> = {},
+): Promise<Harness> {
+  const upstream = await startUpstreamSim({ port: 0, latencyMs: 5, ...sim });
+  const config = loadConfig({ MQTT_PORT: '0', HTTP_PORT: '0', LOG_LEVEL: 'silent', ...env });
+  const logger = createLogger(config.logLevel);
+  const bridge = await startBridge({ ...config, upstreamUrl: env.UPSTREAM_URL ?? upstream.url }, logger);
+  const url = `mqtt://127.0.0.1:${bridge.mqttPort}`;
+  const devices: Device[] = [];
+  return {
+    bridge,
+    upstream,
+    url,
+    async device(clientId) {
+      const device = await connectDevice(url, clientId);
+      devices.push(device);
+      return device;
+    },
+    async close() {
+      await Promise.all(devices.map((d) => d.close()));
+      await bridge.shutdown();
+      await upstream.close();
+    },
+  };
+}
+
+export interface Device {
+  client: MqttClient;
+  deviceId: string;
+  /** Every reply received on the device's result topic, in order. */
+  replies: Reply[];
+  publish(priority: Priority | string, payload: unknown, qos?: 0 | 1 | 2): Promise<void>;
+  /** Waits for `count` replies with this id (default 1) and returns them. */
+  reply(id: string | null, options?: { count?: number; timeoutMs?: number }): Promise<Reply[]>;
+  close(): Promise<void>;
+}
+
+export async function connectDevice(url: string, clientId: string): Promise<Device> {
+  const client = await mqtt.connectAsync(url, { clientId, reconnectPeriod: 0, clean: true });
+  const deviceId = clientId.split('.')[0] as string;
+  const replies: Reply[] = [];
+  const waiters = new Set<() => void>();
+  client.on('message', (topic, payload) => {
+    if (topic !== topics.result(deviceId)) return;
+    replies.push(ReplySchema.parse(JSON.parse(payload.toString())));
+    for (const wake of waiters) wake();
+  });
+  const granted = await client.subscribeAsync(topics.result(deviceId), { qos: 1 });
+  if (granted[0]?.qos === 128) throw new Error(`subscription to ${topics.result(deviceId)} refused`);
+  return {
+    client,
+    deviceId,
+    replies,
+    async publish(priority, payload, qos = 1) {
+      const body = Buffer.isBuffer(payload) || typeof payload === 'string' ? payload : JSON.stringify(payload);
+      await client.publishAsync(`devices/${deviceId}/infer/${priority}`, body, { qos });
+    },
+    reply(id, { count = 1, timeoutMs = 5000 } = {}) {
+      const matching = (): Reply[] => replies.filter((r) => r.id === id);
+      return new Promise((resolve, reject) => {
+        const check = (): void => {
+          const found = matching();
+          if (found.length < count) return;
+          waiters.delete(check);
+          clearTimeout(timer);
+          resolve(found);
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`device ${deviceId}: ${matching().length}/${count} replies for id ${String(id)} after ${timeoutMs} ms`));
+        }, timeoutMs);
+        waiters.add(check);
+        check();
+      });
+    },
+    close: () => client.endAsync(),
+  };
+}
+
+export const ask = (id: string, content = `question ${id}`, extra: Record<string, unknown> = {}) => ({
+  id,
+  messages: [{ role: 'user', content }],
+  ...extra,
+});
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The SUBACK return codes for these filters, in order (mqtt.js rejects when any is 128). */
+export async function subscribeGranted(client: MqttClient, filters: string[]): Promise<number[]> {
+  try {
+    const granted = await client.subscribeAsync(Object.fromEntries(filters.map((f) => [f, { qos: 1 as const }])));
+    return granted.map((g) => g.qos);
+  } catch (err) {
+    const granted = (err as { packet?: { granted?: number[] } }).packet?.granted;
+    if (!granted) throw err;
+    return granted;
+  }
+}

@@ -176,7 +176,7 @@ export class Scheduler {
         signal: abort.signal,
       });
       reply = okReply(job, result, job.attempts, claimedAt, this.clock());
-      log.info({ attempts: reply.attempts, upstreamMs: result.upstreamMs }, 'request answered');
+      log.debug({ attempts: reply.attempts, upstreamMs: result.upstreamMs }, 'request answered');
     } catch (err) {
       if (err instanceof LeaseLost) {
         log.warn('lease lost before an attempt could start: the job is left to whoever holds it now');

@@ -14,9 +14,9 @@ export class ConfigError extends Error {
   }
 }
 
-const int = (min: number) => z.coerce.number().int(`must be an integer`).min(min, `must be at least ${min}`);
-const port = z.coerce.number().int('must be an integer').min(0).max(65535, 'must be a port number (0-65535)');
-const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes');
+const int = (min: number) => z.coerce.number({ error: 'must be a number' }).int('must be an integer').min(min, `must be at least ${min}`);
+const port = z.coerce.number({ error: 'must be a number' }).int('must be an integer').min(0).max(65535, 'must be a port number (0-65535)');
+const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no'], { error: 'must be true or false' }).transform((v) => v === 'true' || v === '1' || v === 'yes');
 const url = (protocols: string[]) =>
   z.string().refine((v) => {
     try {
@@ -98,7 +98,11 @@ const EnvSchema = z.object({
   MAX_CLIENT_BACKLOG_BYTES: int(1).default(4_194_304),
   MAX_INFLIGHT_QOS2: int(1).default(100),
   MAX_SUBSCRIPTIONS: int(1).default(100),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
+      error: 'must be one of fatal, error, warn, info, debug, trace, silent',
+    })
+    .default('info'),
 });
 
 type Env = z.infer<typeof EnvSchema>;
@@ -148,6 +152,7 @@ export interface Config {
   logLevel: Env['LOG_LEVEL'];
 }
 
+const SECRET = /TOKEN|KEY|PASSWORD/;
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
 export const isLoopback = (host: string): boolean => LOOPBACK.test(host);
 
@@ -162,7 +167,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = EnvSchema.safeParse(present);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new ConfigError(String(issue?.path[0] ?? 'environment'), issue?.message ?? 'invalid');
+    const variable = String(issue?.path[0] ?? 'environment');
+    // Echo the value so the fix is obvious, unless it may be a secret.
+    const shown = SECRET.test(variable) ? '' : ` (got "${String(present[variable])}")`;
+    throw new ConfigError(variable, `${issue?.message ?? 'invalid'}${shown}`);
   }
   const e = parsed.data;
   const tlsParts = [e.TLS_CERT_FILE, e.TLS_KEY_FILE];

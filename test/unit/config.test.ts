@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../bridge/config.js';
+
+describe('loadConfig', () => {
+  it('gives the contract defaults for an empty environment', () => {
+    const c = loadConfig({});
+    expect(c).toMatchObject({
+      mqttHost: '127.0.0.1',
+      mqttPort: 1883,
+      httpHost: '127.0.0.1',
+      httpPort: 9464,
+      upstreamModel: 'gpt-4o-mini',
+      breakerCooldownMs: 10_000,
+      rateLimitRpm: 600,
+      rateLimitTpm: undefined,
+      deviceRateLimitRpm: 120,
+      maxConcurrency: 32,
+      priorityOffsetsMs: { critical: 0, high: 2000, normal: 5000, low: 15000 },
+      queueMax: 10_000,
+      maxAttempts: 3,
+      upstreamTimeoutMs: 30_000,
+      maxRateLimitedRetries: 10,
+      maxPayloadBytes: 262_144,
+      idempotencyTtlS: 86_400,
+      cacheTtlS: 300,
+      shutdownGraceMs: 10_000,
+      allowAnonymous: true,
+      maxConnections: 50_000,
+      connectTimeoutMs: 10_000,
+      keepaliveLimitS: 600,
+      drainTimeoutMs: 2000,
+      maxClientBacklogBytes: 4_194_304,
+      maxInflightQos2: 100,
+      maxSubscriptions: 100,
+      logLevel: 'info',
+      upstreamApiKeys: [],
+    });
+  });
+
+  it('parses lists, maps and treats empty variables as unset', () => {
+    const c = loadConfig({
+      UPSTREAM_API_KEYS: ' k1, k2 ,,',
+      PRIORITY_OFFSETS_MS: 'low=60000, high=1',
+      MQTT_PORT: '',
+      RATE_LIMIT_TPM: '90000',
+    });
+    expect(c.upstreamApiKeys).toEqual(['k1', 'k2']);
+    expect(c.priorityOffsetsMs).toEqual({ critical: 0, high: 1, normal: 5000, low: 60000 });
+    expect(c.mqttPort).toBe(1883);
+    expect(c.rateLimitTpm).toBe(90_000);
+  });
+
+  it.each([
+    ['QUEUE_MAX', '0', /QUEUE_MAX: must be at least 1 \(got "0"\)/],
+    ['PRIORITY_OFFSETS_MS', 'low=-1', /PRIORITY_OFFSETS_MS: offset for low must be a non-negative integer/],
+    ['PRIORITY_OFFSETS_MS', 'urgent=1', /unknown priority "urgent"/],
+    ['HTTP_PORT', '70000', /HTTP_PORT: must be a port number/],
+    ['REDIS_URL', 'http://x', /REDIS_URL: must be a URL \(redis: or rediss:\)/],
+  ])('names %s when it is %s', (variable, value, message) => {
+    expect(() => loadConfig({ [variable]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [variable]: value })).toThrow(message);
+  });
+
+  it('never echoes a secret in the error', () => {
+    expect(() => loadConfig({ ADMIN_TOKEN: 'hunter2' })).toThrow(/^ADMIN_TOKEN: must be at least 16 characters$/);
+  });
+
+  it('is secure by default: a non-loopback listener needs AUTH_FILE or an explicit ALLOW_ANONYMOUS=true', () => {
+    expect(() => loadConfig({ MQTT_HOST: '0.0.0.0' })).toThrow(/AUTH_FILE.*ALLOW_ANONYMOUS=true/);
+    expect(loadConfig({ MQTT_HOST: '0.0.0.0', ALLOW_ANONYMOUS: 'true' }).allowAnonymous).toBe(true);
+    expect(loadConfig({ MQTT_HOST: '::1' }).allowAnonymous).toBe(true);
+  });
+});

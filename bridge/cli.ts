@@ -1,0 +1,25 @@
+#!/usr/bin/env node
+// `npx edge-ai-bridge [start|version|help]`: the installed command around the service.
+import { VERSION } from './version.js';
+
+const USAGE = `usage: edge-ai-bridge [start | version | help]
+  start     run the service (the default; configured by environment variables, see README)
+  version   print the version`;
+
+const command = process.argv[2] ?? 'start';
+switch (command) {
+  case 'start':
+    await import('./main.js');
+    break;
+  case 'version':
+  case '--version':
+    process.stdout.write(`${VERSION}\n`);
+    break;
+  case 'help':
+  case '--help':
+    process.stdout.write(`${USAGE}\n`);
+    break;
+  default:
+    process.stderr.write(`edge-ai-bridge: unknown command "${command}"\n${USAGE}\n`);
+    process.exit(2);
+}

@@ -90,7 +90,13 @@ export class MemoryStore implements Store {
         continue;
       }
       const lock = job.request.lock;
-      if (lock !== undefined && this.lockHeld(lock, now)) {
+      if (lock !== undefined && this.lockExpired(lock, now)) {
+        // Freeing it moves the job parked behind it back into the queue, possibly ahead of
+        // `next`: look at the queue again rather than pop what may no longer be `next`.
+        this.unlock(lock);
+        continue;
+      }
+      if (lock !== undefined && this.locks.has(lock)) {
         this.queue.pop();
         this.park(lock, next);
         continue;
@@ -213,13 +219,10 @@ export class MemoryStore implements Store {
     else this.parked.set(lock, [item]);
   }
 
-  private lockHeld(lock: string, now: number): boolean {
+  /** A holder whose lease ran out (not yet reaped) no longer holds the lock. */
+  private lockExpired(lock: string, now: number): boolean {
     const holder = this.locks.get(lock);
-    if (holder && holder.expiresAt <= now) {
-      this.unlock(lock);
-      return false;
-    }
-    return holder !== undefined;
+    return holder !== undefined && holder.expiresAt <= now;
   }
 
   /** Frees the lock and moves the next job parked behind it back to the queue. */

@@ -79,3 +79,17 @@ describe('topic access for anonymous devices', () => {
     expect(retained.some((t: string) => t.startsWith('bridge/'))).toBe(true); // the check can see retained messages
   });
 });
+
+describe('connection limit', () => {
+  it('answers CONNACK "server unavailable" over MAX_CONNECTIONS and keeps serving the connected device', async () => {
+    const h = await startHarness({ MAX_CONNECTIONS: '1' });
+    try {
+      const first = await h.device('cam-1');
+      await expect(mqtt.connectAsync(h.url, { clientId: 'cam-2', reconnectPeriod: 0 })).rejects.toThrow(/Server unavailable/i);
+      await first.publish('normal', ask('still-served'));
+      expect((await first.reply('still-served'))[0]?.ok).toBe(true);
+    } finally {
+      await h.close();
+    }
+  });
+});

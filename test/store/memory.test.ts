@@ -1,0 +1,11 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryStore } from '../../bridge/store/memory.js';
+import { describeStoreContract } from './store-contract.js';
+
+describeStoreContract('memory', async () => new MemoryStore());
+
+describe('memory store', () => {
+  it('is not durable', () => {
+    expect(new MemoryStore().durable).toBe(false);
+  });
+});

@@ -48,6 +48,7 @@ export class Scheduler {
   private pumping = false;
   private pumpAgain = false;
   private wakeTimer: NodeJS.Timeout | undefined;
+  private wakeAt = 0;
   private renewTimer: NodeJS.Timeout | undefined;
   private reapTimer: NodeJS.Timeout | undefined;
 
@@ -77,8 +78,16 @@ export class Scheduler {
   /** Something may be claimable now (a request was queued, a job finished). */
   wake(delayMs = 0): void {
     if (this.stopping) return;
-    if (this.wakeTimer) clearTimeout(this.wakeTimer);
-    this.wakeTimer = setTimeout(() => void this.pump(), Math.max(0, delayMs));
+    const at = Date.now() + Math.max(0, delayMs);
+    // Keep an earlier pending wake: resetting it on every admission would starve the pump
+    // whenever requests arrive faster than the timer fires.
+    if (this.wakeTimer && this.wakeAt <= at) return;
+    clearTimeout(this.wakeTimer);
+    this.wakeAt = at;
+    this.wakeTimer = setTimeout(() => {
+      this.wakeTimer = undefined;
+      void this.pump();
+    }, at - Date.now());
   }
 
   /**

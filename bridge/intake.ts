@@ -10,7 +10,7 @@ import { jobKey, type Job, type Store } from './store/types.js';
 
 export type IntakeConfig = Pick<
   Config,
-  'maxPayloadBytes' | 'deviceRateLimitRpm' | 'queueMax' | 'priorityOffsetsMs' | 'upstreamModel'
+  'maxPayloadBytes' | 'deviceRateLimitRpm' | 'queueMax' | 'priorityOffsetsMs'
 >;
 
 export type IntakeOutcome = 'queued' | 'duplicate' | 'rejected';

@@ -27,7 +27,7 @@ const IDLE_POLL_MS = 100;
 const REAP_EVERY_MS = 2000;
 const STORE_RETRY_MS = 1000;
 /** A lease outlives one attempt by this much (CONTRACT guarantee 1: takeover within timeout + 5 s). */
-export const LEASE_MARGIN_MS = 5000;
+const LEASE_MARGIN_MS = 5000;
 
 /** The lease was lost: the job is no longer ours, so it gets no reply from us. */
 class LeaseLost extends Error {}

@@ -24,11 +24,17 @@ export interface RunningBridge {
   shutdown(): Promise<void>;
 }
 
-/** `upstreamUrl` must be resolved by the caller (main starts the simulator when it is unset). */
-export async function startBridge(config: Config & { upstreamUrl: string }, logger: Logger): Promise<RunningBridge> {
+/**
+ * `upstreamUrl` must be resolved by the caller (main starts the simulator when it is unset).
+ * `store` replaces the one the configuration implies (tests wrap it to slow or fail steps).
+ */
+export async function startBridge(
+  config: Config & { upstreamUrl: string },
+  logger: Logger,
+  store: Store = new MemoryStore(),
+): Promise<RunningBridge> {
   const instanceId = `bridge-${randomBytes(4).toString('hex')}`;
   const log = logger.child({ instance: instanceId });
-  const store: Store = new MemoryStore();
   const upstream = new UpstreamClient({
     baseUrl: config.upstreamUrl,
     apiKeys: config.upstreamApiKeys,

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ask, startHarness, type Harness } from '../helpers/harness.js';
+import { MemoryStore } from '../../bridge/store/memory.js';
+import { ask, sleep, startHarness, type Harness } from '../helpers/harness.js';
 
 describe('request path (device → broker → bridge → upstream → reply)', () => {
   let h: Harness;
@@ -80,5 +81,32 @@ describe('request path (device → broker → bridge → upstream → reply)', (
     expect(ra?.ok && ra.content).toBe('sim answer to: from a');
     expect(rb?.ok && rb.content).toBe('sim answer to: from b');
     expect(h.upstream.requests).toHaveLength(2);
+  });
+});
+
+describe('acknowledgement', () => {
+  it('sends PUBACK (QoS 1) and PUBREC (QoS 2) only after the request was admitted', async () => {
+    // A store whose admission takes 300 ms: an acknowledgement sent before admission would
+    // reach the device long before the request is in the queue.
+    const store = new MemoryStore();
+    const admit = store.admit.bind(store);
+    store.admit = async (...args) => {
+      await sleep(300);
+      return admit(...args);
+    };
+    const slow = await startHarness({ MAX_CONCURRENCY: '1' }, { latencyMs: 2000 }, store);
+    try {
+      const device = await slow.device('cam-ack');
+      await device.publish('normal', ask('busy'), 1);
+      while (slow.upstream.requests.length < 1) await sleep(5); // `busy` holds the only slot
+      for (const qos of [1, 2] as const) {
+        const sentAt = Date.now();
+        await device.publish('low', ask(`acked-qos${qos}`), qos);
+        expect(Date.now() - sentAt).toBeGreaterThanOrEqual(290);
+        expect((await store.queueDepth()).low).toBe(qos);
+      }
+    } finally {
+      await slow.close();
+    }
   });
 });

@@ -5,6 +5,7 @@ import { startBridge, type RunningBridge } from '../../bridge/app.js';
 import { loadConfig } from '../../bridge/config.js';
 import { ReplySchema, topics, type Priority, type Reply } from '../../bridge/contract.js';
 import { createLogger } from '../../bridge/logger.js';
+import type { Store } from '../../bridge/store/types.js';
 import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
 
 export interface Harness {
@@ -18,11 +19,12 @@ export interface Harness {
 export async function startHarness(
   env: Record<string, string> = {},
   sim: Partial<UpstreamSimOptions> = {},
+  store?: Store,
 ): Promise<Harness> {
   const upstream = await startUpstreamSim({ port: 0, latencyMs: 5, ...sim });
   const config = loadConfig({ MQTT_PORT: '0', HTTP_PORT: '0', LOG_LEVEL: 'silent', ...env });
   const logger = createLogger(config.logLevel);
-  const bridge = await startBridge({ ...config, upstreamUrl: env.UPSTREAM_URL ?? upstream.url }, logger);
+  const bridge = await startBridge({ ...config, upstreamUrl: env.UPSTREAM_URL ?? upstream.url }, logger, store);
   const url = `mqtt://127.0.0.1:${bridge.mqttPort}`;
   const devices: Device[] = [];
   return {

@@ -7,7 +7,7 @@
 // - time is an argument: every call passes an explicit `now`, relative to a base taken near
 //   the real clock (so a backstop TTL on a Redis key is never already in the past); no timers.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Priority, Reply } from '../../bridge/contract.js';
+import { PRIORITIES, type Priority, type Reply } from '../../bridge/contract.js';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../bridge/config.js';
 import type { AdmitLimits, ClaimedJob, ClaimOptions, Job, Store } from '../../bridge/store/types.js';
 import { jobKey } from '../../bridge/store/types.js';
@@ -888,6 +888,34 @@ export function describeStoreContract(
       it('reports durable as a boolean', async () => {
         const store = await open();
         expect(typeof store.durable).toBe('boolean');
+      });
+    });
+
+    // --- concurrency ---------------------------------------------------------------------
+
+    describe('concurrency', () => {
+      it('hands each of 2000 jobs to exactly one of 8 concurrent claimers', async () => {
+        const store = await open();
+        const t = baseTime();
+        const total = 2000;
+        const jobs = Array.from({ length: total }, (_, i) =>
+          makeJob({ deviceId: `dev-${i % 50}`, id: `j-${i}`, priority: PRIORITIES[i % 4] as Priority, arrivalMs: t + i }),
+        );
+        const limits = { deviceRpm: total, queueMax: total };
+        await Promise.all(jobs.map((job) => store.admit(job, limits, t + total)));
+        const claimedBy = new Map<string, string[]>();
+        const claimer = async (owner: string): Promise<void> => {
+          for (;;) {
+            const { jobs: got } = await store.claim(claimOpts({ owner, max: 7 }), t + total);
+            if (got.length === 0) return;
+            for (const job of got) claimedBy.set(job.key, [...(claimedBy.get(job.key) ?? []), owner]);
+          }
+        };
+        await Promise.all(Array.from({ length: 8 }, (_, i) => claimer(`worker-${i}`)));
+        expect(claimedBy.size).toBe(total);
+        expect([...claimedBy.values()].filter((owners) => owners.length !== 1)).toEqual([]);
+        expect(new Set([...claimedBy.values()].map((o) => o[0])).size).toBeGreaterThan(1);
+        expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
       });
     });
   });

@@ -1,0 +1,41 @@
+--[[ admit: idempotency record + device quota + QUEUE_MAX + enqueue, as one step.
+KEYS[1] idem:{jobKey}  hash state (pending|done), exp (ms), reply (JSON)
+KEYS[2] dev:{deviceId} sorted set of this device's admissions (member seq, score time)
+KEYS[3] queue    KEYS[4] parked   KEYS[5] jobs     KEYS[6] place
+KEYS[7] deadlines KEYS[8] depth   KEYS[9] seq
+ARGV[1] job key  ARGV[2] job JSON  ARGV[3] score  ARGV[4] deadline ms or ''
+ARGV[5] priority ARGV[6] lockId or '-'  ARGV[7] token estimate
+ARGV[8] device requests per minute  ARGV[9] QUEUE_MAX  ARGV[10] now ms
+ARGV[11] how long a pending record may live, ms (backstop only)
+Returns {'queued'} | {'duplicate_pending'} | {'duplicate_done', reply} |
+        {'rate_limited', retryAfterMs} | {'queue_full'}
+]]
+local rcall = redis.call
+--- @include "members"
+--- @include "queue"
+
+local key, now = ARGV[1], tonumber(ARGV[10])
+local state = rcall('HMGET', KEYS[1], 'state', 'exp', 'reply')
+if state[1] == 'pending' then return {'duplicate_pending'} end
+if state[1] == 'done' and tonumber(state[2]) > now then return {'duplicate_done', state[3]} end
+
+local windowMs = 60000
+rcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - windowMs)
+local used = rcall('ZCARD', KEYS[2])
+local rpm = tonumber(ARGV[8])
+if used >= rpm then
+  local oldest = rcall('ZRANGE', KEYS[2], used - rpm, used - rpm, 'WITHSCORES')
+  return {'rate_limited', tostring(tonumber(oldest[2]) + windowMs - now)}
+end
+if rcall('ZCARD', KEYS[3]) + rcall('ZCARD', KEYS[4]) >= tonumber(ARGV[9]) then return {'queue_full'} end
+
+local seq = rcall('INCR', KEYS[9])
+rcall('ZADD', KEYS[2], now, seq)
+rcall('PEXPIRE', KEYS[2], windowMs * 2)
+rcall('DEL', KEYS[1])
+rcall('HSET', KEYS[1], 'state', 'pending')
+rcall('PEXPIRE', KEYS[1], ARGV[11])
+rcall('HSET', KEYS[5], key, ARGV[2])
+local member = string.format('%016d', seq) .. '|' .. ARGV[5] .. '|' .. ARGV[6] .. '|' .. ARGV[7] .. '|' .. key
+enqueue(KEYS[3], KEYS[6], KEYS[7], KEYS[8], ARGV[3], ARGV[4], member)
+return {'queued'}

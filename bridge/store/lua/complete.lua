@@ -1,0 +1,36 @@
+--[[ complete: the job ended with `reply`. Remember it for the idempotency window, drop the
+owner's lease and lock (not someone else's: a lease reaped and re-claimed belongs to the new
+holder), take the job out of the queue if it went back there meanwhile, forget it, and keep
+it on the dead-letter list if asked.
+KEYS[1] idem:{jobKey}  KEYS[2] jobs  KEYS[3] attempts  KEYS[4] leases  KEYS[5] owners
+KEYS[6] locks  KEYS[7] parked  KEYS[8] queue  KEYS[9] place  KEYS[10] dlq
+KEYS[11] deadlines  KEYS[12] depth
+ARGV[1] job key  ARGV[2] reply JSON  ARGV[3] ttl ms  ARGV[4] now ms  ARGV[5] owner or ''
+ARGV[6] '1' to dead-letter  ARGV[7] dead-letter entry JSON
+]]
+local rcall = redis.call
+--- @include "members"
+--- @include "queue"
+
+local key, ttlMs, now, owner = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+rcall('DEL', KEYS[1])
+rcall('HSET', KEYS[1], 'state', 'done', 'exp', tostring(now + ttlMs), 'reply', ARGV[2])
+rcall('PEXPIRE', KEYS[1], ttlMs)
+
+local held = rcall('HGET', KEYS[5], key)
+local holder = held and unpackOwner(held)
+if held == false or holder == owner then
+  if held then
+    local _, _, _, _, member = unpackOwner(held)
+    local _, _, lockId = parseMember(member)
+    rcall('ZREM', KEYS[4], key)
+    rcall('HDEL', KEYS[5], key)
+    unlock(KEYS[6], KEYS[7], KEYS[8], KEYS[9], lockId, key)
+  end
+  -- Reaped back into the queue while its first holder was still answering it.
+  dequeue(KEYS[8], KEYS[7], KEYS[9], KEYS[11], KEYS[12], key)
+  rcall('HDEL', KEYS[2], key)
+  rcall('HDEL', KEYS[3], key)
+end
+if ARGV[6] == '1' then rcall('RPUSH', KEYS[10], ARGV[7]) end
+return 1

@@ -1,0 +1,226 @@
+// Coordination for a fleet of instances on one Redis. Each step is one Lua script (lua/),
+// so every instance sees one queue, one set of locks and one rate budget.
+import type { Redis } from 'ioredis';
+import { PRIORITIES, ReplySchema, type Reply } from '../contract.js';
+import { BridgeError } from '../errors.js';
+import { LuaScript, type LuaArg } from './lua-script.js';
+import { lockId, redisKeys, type RedisKeys } from './redis-keys.js';
+import type {
+  AdmitLimits,
+  AdmitResult,
+  ClaimedJob,
+  ClaimOptions,
+  ClaimResult,
+  DeadLetter,
+  Job,
+  QueueDepth,
+  RateTake,
+  Store,
+} from './types.js';
+
+const WINDOW_MS = 60_000;
+/** Leases handled per reap call, so one call never blocks Redis for long. */
+const REAP_BATCH = 500;
+
+const scripts = {
+  admit: new LuaScript('admit'),
+  claim: new LuaScript('claim'),
+  takeRate: new LuaScript('take-rate'),
+  pause: new LuaScript('pause'),
+  renew: new LuaScript('renew'),
+  complete: new LuaScript('complete'),
+  release: new LuaScript('release'),
+  reap: new LuaScript('reap'),
+  drain: new LuaScript('drain'),
+};
+
+export interface RedisStoreOptions {
+  /** The deployment's key prefix; every key carries it as a hash tag. */
+  prefix: string;
+  /** How long a pending idempotency record may outlive a lost job (a backstop). */
+  pendingTtlMs?: number;
+}
+
+type JobData = Omit<Job, 'attempts'>;
+
+export class RedisStore implements Store {
+  readonly durable = true;
+  readonly keys: RedisKeys;
+  private readonly pendingTtlMs: number;
+
+  constructor(
+    private readonly redis: Redis,
+    options: RedisStoreOptions,
+  ) {
+    this.keys = redisKeys(options.prefix);
+    this.pendingTtlMs = options.pendingTtlMs ?? 7 * 24 * 3600 * 1000;
+  }
+
+  async admit(job: Job, limits: AdmitLimits, now: number): Promise<AdmitResult> {
+    const k = this.keys;
+    const { attempts: _attempts, ...data } = job;
+    const result = (await this.run(
+      scripts.admit,
+      [k.idem(job.key), k.device(job.deviceId), k.queue, k.parked, k.jobs, k.place, k.deadlines, k.depth, k.seq],
+      [
+        job.key,
+        JSON.stringify(data),
+        job.score,
+        job.deadlineMs ?? '',
+        job.priority,
+        lockId(job.request.lock),
+        job.tokenEstimate,
+        limits.deviceRpm,
+        limits.queueMax,
+        now,
+        this.pendingTtlMs,
+      ],
+    )) as [string, string?];
+    switch (result[0]) {
+      case 'queued':
+      case 'duplicate_pending':
+      case 'queue_full':
+        return { kind: result[0] };
+      case 'duplicate_done':
+        return { kind: 'duplicate_done', reply: parseReply(result[1]) };
+      case 'rate_limited':
+        return { kind: 'rate_limited', retryAfterMs: Number(result[1]) };
+      default:
+        throw new BridgeError('internal', `admit answered ${String(result[0])}`);
+    }
+  }
+
+  async claim(options: ClaimOptions, now: number): Promise<ClaimResult> {
+    const k = this.keys;
+    const [claimed, expired, retryAt] = (await this.run(
+      scripts.claim,
+      [
+        k.queue, k.parked, k.jobs, k.attempts, k.place, k.deadlines, k.depth, k.leases,
+        k.owners, k.locks, k.fences, k.calls, k.callTokens, k.pause, k.seq,
+      ],
+      [options.owner, options.max, options.leaseMs, options.rpm, options.tpm ?? '', now, WINDOW_MS],
+    )) as [string[], string[], string];
+    const jobs: ClaimedJob[] = [];
+    for (let i = 0; i < claimed.length; i += 3) {
+      const fence = claimed[i + 2];
+      jobs.push({
+        ...toJob(claimed[i], claimed[i + 1]),
+        owner: options.owner,
+        fence: fence ? Number(fence) : undefined,
+      });
+    }
+    return { jobs, expired: toJobs(expired), retryAtMs: retryAt === '' ? undefined : Number(retryAt) };
+  }
+
+  async takeRate(tokens: number, rpm: number, tpm: number | undefined, now: number): Promise<RateTake> {
+    const k = this.keys;
+    const [ok, at] = (await this.run(
+      scripts.takeRate,
+      [k.calls, k.callTokens, k.seq, k.pause],
+      [tokens, rpm, tpm ?? '', now, WINDOW_MS],
+    )) as [number, string];
+    return { ok: ok === 1, retryAtMs: Number(at) };
+  }
+
+  async pauseUpstream(untilMs: number): Promise<void> {
+    await this.run(scripts.pause, [this.keys.pause], [untilMs, Date.now()]);
+  }
+
+  async renew(owner: string, keys: string[], leaseMs: number, now: number): Promise<boolean[]> {
+    if (keys.length === 0) return [];
+    const held = (await this.run(scripts.renew, [this.keys.leases, this.keys.owners], [owner, leaseMs, now, ...keys])) as number[];
+    return held.map((h) => h === 1);
+  }
+
+  async complete(job: Job, reply: Reply, options: { ttlS: number; deadLetter: boolean }, now: number): Promise<void> {
+    const k = this.keys;
+    const owner = 'owner' in job && typeof job.owner === 'string' ? job.owner : '';
+    const entry: DeadLetter = { job, reply, atMs: now };
+    await this.run(
+      scripts.complete,
+      [k.idem(job.key), k.jobs, k.attempts, k.leases, k.owners, k.locks, k.parked, k.queue, k.place, k.dlq, k.deadlines, k.depth],
+      [job.key, JSON.stringify(reply), options.ttlS * 1000, now, owner, options.deadLetter ? '1' : '0', JSON.stringify(entry)],
+    );
+  }
+
+  async release(jobs: ClaimedJob[], _now: number): Promise<void> {
+    const k = this.keys;
+    const byOwner = new Map<string, string[]>();
+    for (const job of jobs) byOwner.set(job.owner, [...(byOwner.get(job.owner) ?? []), job.key]);
+    for (const [owner, keys] of byOwner) {
+      await this.run(
+        scripts.release,
+        [k.leases, k.owners, k.locks, k.parked, k.queue, k.place, k.deadlines, k.depth],
+        [owner, ...keys],
+      );
+    }
+  }
+
+  async reap(maxAttempts: number, now: number): Promise<Job[]> {
+    const k = this.keys;
+    const exhausted = (await this.run(
+      scripts.reap,
+      [k.leases, k.owners, k.locks, k.parked, k.queue, k.place, k.deadlines, k.depth, k.jobs, k.attempts],
+      [now, maxAttempts, REAP_BATCH],
+    )) as string[];
+    return toJobs(exhausted);
+  }
+
+  async drain(): Promise<Job[]> {
+    const k = this.keys;
+    const drained = toJobs(
+      (await this.run(scripts.drain, [k.queue, k.parked, k.jobs, k.attempts, k.place, k.deadlines, k.depth], [])) as string[],
+    );
+    // Their pending records go too, so a repeat after the shutdown is admitted afresh.
+    if (drained.length > 0) await this.guard(this.redis.del(...drained.map((job) => k.idem(job.key))));
+    return drained;
+  }
+
+  async storedReply(key: string, now: number): Promise<Reply | undefined> {
+    const [state, exp, reply] = await this.guard(this.redis.hmget(this.keys.idem(key), 'state', 'exp', 'reply'));
+    return state === 'done' && Number(exp) > now && reply ? parseReply(reply) : undefined;
+  }
+
+  async queueDepth(): Promise<QueueDepth> {
+    const raw = await this.guard(this.redis.hgetall(this.keys.depth));
+    return Object.fromEntries(PRIORITIES.map((p) => [p, Number(raw[p] ?? 0)])) as QueueDepth;
+  }
+
+  async deadLetters(): Promise<DeadLetter[]> {
+    const entries = await this.guard(this.redis.lrange(this.keys.dlq, 0, -1));
+    return entries.map((e) => JSON.parse(e) as DeadLetter);
+  }
+
+  async close(): Promise<void> {}
+
+  private run(script: LuaScript, keys: string[], args: LuaArg[]): Promise<unknown> {
+    return this.guard(script.run(this.redis, keys, args));
+  }
+
+  /** Redis out of reach is `unavailable` (never faked locally); a script error is a bug. */
+  private async guard<T>(pending: Promise<T>): Promise<T> {
+    try {
+      return await pending;
+    } catch (err) {
+      if (err instanceof Error && err.name === 'ReplyError') {
+        throw new BridgeError('internal', `Redis refused a step: ${err.message}`);
+      }
+      throw new BridgeError('unavailable', `cannot reach Redis: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+}
+
+function toJob(data: string | undefined, attempts: string | undefined): Job {
+  if (data === undefined) throw new BridgeError('internal', 'a queued job has no data in Redis');
+  return { ...(JSON.parse(data) as JobData), attempts: Number(attempts ?? 0) };
+}
+
+function toJobs(flat: string[]): Job[] {
+  const jobs: Job[] = [];
+  for (let i = 0; i < flat.length; i += 2) jobs.push(toJob(flat[i], flat[i + 1]));
+  return jobs;
+}
+
+function parseReply(raw: string | undefined): Reply {
+  return ReplySchema.parse(JSON.parse(raw ?? 'null'));
+}

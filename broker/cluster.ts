@@ -1,0 +1,170 @@
+// Aedes' own Redis plugins, so that several broker instances act as one:
+// - mqemitter-redis carries every PUBLISH between instances (a reply published by the
+//   instance that ran the job reaches the device on whichever instance it is connected to);
+// - aedes-persistence-redis keeps persistent sessions (clean=false), their subscriptions and
+//   their queued QoS 1/2 messages in Redis, so they outlive a restart of any instance.
+//
+// Everything one deployment writes is namespaced by its prefix:
+// - pub/sub channels: mqemitter-redis' MQEmitterRedisPrefix puts `${prefix}:mqtt/` in front of
+//   every topic (channel `${prefix}:mqtt/devices/cam-1/result`). Redis pub/sub ignores the
+//   database number, so this prefix is the only thing that keeps two deployments (or two
+//   parallel tests) on one Redis from receiving each other's messages.
+// - keys: aedes-persistence-redis has no prefix option, but it sends every command through
+//   the ioredis connection we give it (`conn`), and ioredis' `keyPrefix` prefixes every key
+//   argument. Its keys, all under `${prefix}:aedes:`, are:
+//     clients                        set of client ids with persistent subscriptions
+//     client:{clientId}              hash topic → subscription
+//     outgoing:{clientId}            list of queued packet keys for that client
+//     packet:{brokerId}:{counter}    a queued packet, and `…:offlineCount` its reference count
+//     outgoing:{clientId}:{brokerId}:{counter}   a QoS 2 packet awaiting PUBCOMP
+//     incoming:{clientId}:{messageId}            an inbound QoS 2 packet awaiting PUBREL
+//     retained                       hash topic → retained message
+//     will, will:{brokerId}:{clientId}           stored wills
+//   (its Redis Cluster mode scans unprefixed key patterns, so we never enable it; with a
+//   hash tag in the prefix, e.g. `{eab}`, all these keys share one slot anyway.)
+//
+// Both plugins use the ioredis they depend on (5.x), not the project's ioredis 6, because
+// that is the one they are tested with; we load it from the plugin's own location.
+import { createRequire } from 'node:module';
+import type { EventEmitter } from 'node:events';
+import createPersistence from 'aedes-persistence-redis';
+import mqemitterRedis from 'mqemitter-redis';
+import type { Logger } from '../bridge/logger.js';
+
+export interface ClusterPlugins {
+  /** Aedes' `mq` option (an MQEmitterRedisPrefix). */
+  readonly mq: unknown;
+  /** Aedes' `persistence` option (aedes-persistence-redis). */
+  readonly persistence: unknown;
+  /** Destroys the persistence, closes the emitter (if Aedes has not) and their connections. Idempotent. */
+  close(): Promise<void>;
+}
+
+export interface ClusterPluginOptions {
+  /** How long to wait for the Redis connections at start (default 10 s). */
+  connectTimeoutMs?: number;
+}
+
+/** The subset of an ioredis 5 connection used here. */
+interface RedisConnection extends EventEmitter {
+  readonly status: string;
+  quit(): Promise<unknown>;
+  disconnect(): void;
+}
+type RedisConstructor = new (url: string, options: Record<string, unknown>) => RedisConnection;
+
+/** The subset of an MQEmitterRedis used here. */
+interface RedisEmitter {
+  readonly state: EventEmitter;
+  close(callback: () => void): void;
+}
+type PrefixedEmitterConstructor = new (prefix: string, options: Record<string, unknown>) => RedisEmitter;
+
+/**
+ * Characters that are neither Redis glob specials (`* ? [ ] \`, the emitter psubscribes to
+ * `${prefix}:mqtt/*` patterns) nor MQTT specials (`+ # /`).
+ */
+const PREFIX = /^[A-Za-z0-9_.:{}-]{1,64}$/;
+
+const require = createRequire(import.meta.url);
+const loadRedisFor = (pluginPath: string): RedisConstructor =>
+  createRequire(require.resolve(pluginPath))('ioredis') as RedisConstructor;
+
+export async function createClusterPlugins(
+  redisUrl: string,
+  prefix: string,
+  logger: Logger,
+  options: ClusterPluginOptions = {},
+): Promise<ClusterPlugins> {
+  if (!/^rediss?:\/\//i.test(redisUrl)) throw new Error('REDIS_URL must start with redis:// or rediss://');
+  if (!PREFIX.test(prefix)) throw new Error(`Redis prefix ${JSON.stringify(prefix)} must be 1 to 64 characters of A-Za-z0-9_.:{}-`);
+  const log = logger.child({ module: 'broker-cluster' });
+  const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+
+  const MqRedis = loadRedisFor('mqemitter-redis');
+  const PersistenceRedis = loadRedisFor('aedes-persistence-redis');
+  const connections: RedisConnection[] = [];
+  const connect = (Redis: RedisConstructor, name: string, extra: Record<string, unknown> = {}): RedisConnection => {
+    const conn = new Redis(redisUrl, { connectionName: `${prefix}:${name}`, ...extra });
+    // Without a listener ioredis prints every failed reconnect to stderr.
+    conn.on('error', (err: Error) => log.warn({ conn: name, err: err.message }, 'Redis connection error'));
+    connections.push(conn);
+    return conn;
+  };
+
+  const pubConn = connect(MqRedis, 'mq-pub', { enableAutoPipelining: true });
+  const subConn = connect(MqRedis, 'mq-sub');
+  const dbConn = connect(PersistenceRedis, 'aedes', { keyPrefix: `${prefix}:aedes:` });
+  try {
+    await Promise.all(connections.map((conn) => ready(conn, connectTimeoutMs)));
+  } catch (err) {
+    for (const conn of connections) conn.disconnect();
+    throw new Error(`REDIS_URL: cannot connect to Redis for the MQTT broker: ${(err as Error).message}`);
+  }
+
+  const MQEmitterRedisPrefix = (mqemitterRedis as unknown as { MQEmitterRedisPrefix?: PrefixedEmitterConstructor })
+    .MQEmitterRedisPrefix;
+  if (typeof MQEmitterRedisPrefix !== 'function') throw new Error('mqemitter-redis has no MQEmitterRedisPrefix export');
+  const mq = new MQEmitterRedisPrefix(`${prefix}:mqtt/`, {
+    pubConn,
+    subConn,
+    // What Aedes passes to its default in-memory emitter.
+    concurrency: 100,
+    matchEmptyLevels: true, // [MQTT-4.7.1-3]: `a/#` matches `a`
+  });
+  // The emitter re-emits connection errors on `state`; with no listener that event would throw.
+  mq.state.on('error', (err: Error) => log.warn({ err: err.message }, 'MQTT emitter Redis error'));
+
+  const persistence: createPersistence.RedisPersistence = createPersistence({ conn: dbConn });
+
+  let closing: Promise<void> | undefined;
+  return {
+    mq,
+    persistence,
+    close() {
+      closing ??= (async () => {
+        // Unsubscribes from the broker's `$SYS/sub/+` (a no-op once Aedes closed the
+        // emitter) and disconnects dbConn; throws if Aedes never ran setup().
+        await persistence.destroy().catch((err: unknown) => log.debug({ err }, 'persistence destroy'));
+        // Aedes' close() already closed the emitter; this covers a broker that never started.
+        await new Promise<void>((resolve) => mq.close(resolve));
+        await Promise.all(connections.map((conn) => quit(conn)));
+      })();
+      return closing;
+    },
+  };
+}
+
+function ready(conn: RedisConnection, timeoutMs: number): Promise<void> {
+  if (conn.status === 'ready') return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    let lastError = 'timed out';
+    const onError = (err: Error): void => {
+      lastError = err.message || String(err);
+    };
+    const timer = setTimeout(() => {
+      conn.off('error', onError);
+      conn.off('ready', onReady);
+      reject(new Error(`no connection within ${timeoutMs} ms (${lastError})`));
+    }, timeoutMs);
+    const onReady = (): void => {
+      clearTimeout(timer);
+      conn.off('error', onError);
+      resolve();
+    };
+    conn.on('error', onError);
+    conn.once('ready', onReady);
+  });
+}
+
+/** QUIT, falling back to a hard disconnect when Redis does not answer within a second. */
+async function quit(conn: RedisConnection): Promise<void> {
+  if (conn.status === 'end') return;
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), 1000);
+  });
+  const result = await Promise.race([conn.quit().catch(() => 'failed' as const), gaveUp]);
+  clearTimeout(timer);
+  if (result === 'timeout' || result === 'failed') conn.disconnect();
+}

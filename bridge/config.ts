@@ -68,6 +68,10 @@ const EnvSchema = z.object({
   HTTP_PORT: port.default(9464),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   REDIS_URL: url(['redis:', 'rediss:']).optional(),
+  REDIS_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'must be 1 to 64 characters of A-Za-z0-9_.:-')
+    .default('edge-ai-bridge'),
   UPSTREAM_URL: url(['http:', 'https:']).optional(),
   UPSTREAM_API_KEYS: keyList.optional(),
   UPSTREAM_MODEL: z.string().min(1).default('gpt-4o-mini'),
@@ -119,6 +123,8 @@ export interface Config {
   httpPort: number;
   adminToken: string | undefined;
   redisUrl: string | undefined;
+  /** Not in the contract's table: names a deployment's keys, so several can share one Redis. */
+  redisPrefix: string;
   upstreamUrl: string | undefined;
   upstreamApiKeys: string[];
   upstreamModel: string;
@@ -203,6 +209,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     httpPort: e.HTTP_PORT,
     adminToken: e.ADMIN_TOKEN,
     redisUrl: e.REDIS_URL,
+    redisPrefix: e.REDIS_PREFIX,
     upstreamUrl: e.UPSTREAM_URL,
     upstreamApiKeys: e.UPSTREAM_API_KEYS ?? [],
     upstreamModel: e.UPSTREAM_MODEL,

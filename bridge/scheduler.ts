@@ -45,6 +45,8 @@ export class Scheduler {
   private readonly running = new Map<string, Running>();
   private readonly leaseMs: number;
   private stopping = false;
+  /** Aborted once stop() is done: ends completion retries that nothing else would end. */
+  private readonly stopped = new AbortController();
   private pumping = false;
   private pumpAgain = false;
   private wakeTimer: NodeJS.Timeout | undefined;
@@ -105,9 +107,15 @@ export class Scheduler {
       this.logger.warn({ count: unfinished.length }, 'shutdown grace over: handing unfinished requests back to the queue');
       for (const r of unfinished) r.abort.abort();
       await Promise.allSettled(unfinished.map((r) => r.done));
-      await this.store.release(unfinished.map((r) => r.job), this.clock());
+      try {
+        await this.store.release(unfinished.map((r) => r.job), this.clock());
+      } catch (err) {
+        // Their leases run out instead, and another instance (or the next start) reaps them.
+        this.logger.warn({ err }, 'could not hand unfinished requests back');
+      }
     }
     clearInterval(this.renewTimer);
+    this.stopped.abort();
   }
 
   private async pump(): Promise<void> {
@@ -198,7 +206,7 @@ export class Scheduler {
       else log.warn({ code: error.code }, `request failed: ${error.message}`);
       reply = errorReply(job.id, error, job.priority);
     }
-    await this.finish(job, reply, deadLetter, log);
+    await this.finish(job, reply, deadLetter, log, abort.signal);
   }
 
   /** Runs before every upstream attempt: the lease must cover the whole attempt, and a retry needs rate budget. */
@@ -225,13 +233,37 @@ export class Scheduler {
     await this.finish(job, reply, false, log);
   }
 
-  /** Reply first, then record: a crash in between answers twice, never zero times. */
-  private async finish(job: Job, reply: Reply, deadLetter: boolean, log: Logger): Promise<void> {
+  /**
+   * Reply first, then record: a crash in between answers twice, never zero times. While the
+   * store is out of reach the record is retried (the job keeps its slot) until it is back
+   * or shutdown gives up on it; then the lease runs out and the job is answered again.
+   */
+  private async finish(
+    job: Job,
+    reply: Reply,
+    deadLetter: boolean,
+    log: Logger,
+    signal: AbortSignal = this.stopped.signal,
+  ): Promise<void> {
     try {
       await this.results.send(job.deviceId, reply);
-      await this.store.complete(job, reply, { ttlS: this.config.idempotencyTtlS, deadLetter }, this.clock());
     } catch (err) {
-      log.error({ err }, 'could not publish or record the reply');
+      log.error({ err }, 'could not publish the reply; the job runs again when its lease expires');
+      return;
+    }
+    for (let retry = 0; ; retry += 1) {
+      try {
+        await this.store.complete(job, reply, { ttlS: this.config.idempotencyTtlS, deadLetter }, this.clock());
+        if (retry > 0) log.info({ retries: retry }, 'completion recorded after the store came back');
+        return;
+      } catch (err) {
+        if (!(err instanceof BridgeError && err.code === 'unavailable') || signal.aborted) {
+          log.error({ err }, 'could not record the reply');
+          return;
+        }
+        if (retry === 0) log.warn({ err: err.message }, 'store unavailable: retrying the completion until it is back');
+        await sleep(Math.min(250 * 2 ** retry, STORE_RETRY_MS * 5), undefined, { signal }).catch(() => undefined);
+      }
     }
   }
 

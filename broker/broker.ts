@@ -9,6 +9,7 @@ import type { Logger } from '../bridge/logger.js';
 import type { Publish } from '../bridge/results.js';
 import { mayPublish, maySubscribe, type Identity } from './acl.js';
 import { authenticateAnonymous } from './auth.js';
+import type { ClusterPlugins } from './cluster.js';
 
 export type BrokerConfig = Pick<
   Config,
@@ -51,7 +52,16 @@ const MAX_TOPIC_LEVELS = 32;
 const authError = (returnCode: number, message: string): AuthenticateError =>
   Object.assign(new Error(message), { returnCode }) as AuthenticateError;
 
-export async function startBroker(config: BrokerConfig, onRequest: RequestHandler, logger: Logger): Promise<Broker> {
+/**
+ * `plugins` (from createClusterPlugins, with REDIS_URL) replace Aedes' in-memory emitter and
+ * persistence; the broker then owns them: its close() closes them after Aedes.
+ */
+export async function startBroker(
+  config: BrokerConfig,
+  onRequest: RequestHandler,
+  logger: Logger,
+  plugins?: ClusterPlugins,
+): Promise<Broker> {
   const log = logger.child({ module: 'broker' });
   const identities = new WeakMap<Client, Identity>();
   const connectPackets = new WeakMap<Client, ConnectPacket>();
@@ -63,6 +73,7 @@ export async function startBroker(config: BrokerConfig, onRequest: RequestHandle
     drainTimeout: config.drainTimeoutMs,
     maxInflightInbound: config.maxInflightQos2,
     maxTopicLevels: MAX_TOPIC_LEVELS,
+    ...(plugins ? { mq: plugins.mq, persistence: plugins.persistence } : {}),
 
     preConnect(client, packet, callback) {
       connectPackets.set(client, packet);
@@ -144,6 +155,8 @@ export async function startBroker(config: BrokerConfig, onRequest: RequestHandle
     async close() {
       server.close();
       await new Promise<void>((resolve) => aedes.close(() => resolve()));
+      // After Aedes: its close() disconnects clients through them and closes the emitter.
+      await plugins?.close();
     },
   };
 }

@@ -4,14 +4,15 @@
 // - aedes-persistence-redis keeps persistent sessions (clean=false), their subscriptions and
 //   their queued QoS 1/2 messages in Redis, so they outlive a restart of any instance.
 //
-// Everything one deployment writes is namespaced by its prefix:
-// - pub/sub channels: mqemitter-redis' MQEmitterRedisPrefix puts `${prefix}:mqtt/` in front of
-//   every topic (channel `${prefix}:mqtt/devices/cam-1/result`). Redis pub/sub ignores the
+// Everything one deployment writes is namespaced by its prefix, as the hash tag `{prefix}`
+// that the Redis store's keys carry too (bridge/store/redis-keys.ts):
+// - pub/sub channels: mqemitter-redis' MQEmitterRedisPrefix puts `{prefix}:mqtt/` in front of
+//   every topic (channel `{prefix}:mqtt/devices/cam-1/result`). Redis pub/sub ignores the
 //   database number, so this prefix is the only thing that keeps two deployments (or two
 //   parallel tests) on one Redis from receiving each other's messages.
 // - keys: aedes-persistence-redis has no prefix option, but it sends every command through
 //   the ioredis connection we give it (`conn`), and ioredis' `keyPrefix` prefixes every key
-//   argument. Its keys, all under `${prefix}:aedes:`, are:
+//   argument. Its keys, all under `{prefix}:aedes:`, are:
 //     clients                        set of client ids with persistent subscriptions
 //     client:{clientId}              hash topic → subscription
 //     outgoing:{clientId}            list of queued packet keys for that client
@@ -20,8 +21,8 @@
 //     incoming:{clientId}:{messageId}            an inbound QoS 2 packet awaiting PUBREL
 //     retained                       hash topic → retained message
 //     will, will:{brokerId}:{clientId}           stored wills
-//   (its Redis Cluster mode scans unprefixed key patterns, so we never enable it; with a
-//   hash tag in the prefix, e.g. `{eab}`, all these keys share one slot anyway.)
+//   (its own Redis Cluster mode scans unprefixed key patterns, so we never enable it; with
+//   the hash tag all these keys share one slot, so its multi-key MSET/DEL work on a cluster.)
 //
 // Both plugins use the ioredis they depend on (5.x), not the project's ioredis 6, because
 // that is the one they are tested with; we load it from the plugin's own location.
@@ -62,9 +63,9 @@ type PrefixedEmitterConstructor = new (prefix: string, options: Record<string, u
 
 /**
  * Characters that are neither Redis glob specials (`* ? [ ] \`, the emitter psubscribes to
- * `${prefix}:mqtt/*` patterns) nor MQTT specials (`+ # /`).
+ * `{prefix}:mqtt/*` patterns), nor MQTT specials (`+ # /`), nor hash-tag braces.
  */
-const PREFIX = /^[A-Za-z0-9_.:{}-]{1,64}$/;
+const PREFIX = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 const require = createRequire(import.meta.url);
 const loadRedisFor = (pluginPath: string): RedisConstructor =>
@@ -77,7 +78,8 @@ export async function createClusterPlugins(
   options: ClusterPluginOptions = {},
 ): Promise<ClusterPlugins> {
   if (!/^rediss?:\/\//i.test(redisUrl)) throw new Error('REDIS_URL must start with redis:// or rediss://');
-  if (!PREFIX.test(prefix)) throw new Error(`Redis prefix ${JSON.stringify(prefix)} must be 1 to 64 characters of A-Za-z0-9_.:{}-`);
+  if (!PREFIX.test(prefix)) throw new Error(`Redis prefix ${JSON.stringify(prefix)} must be 1 to 64 characters of A-Za-z0-9_.:-`);
+  const tag = `{${prefix}}`;
   const log = logger.child({ module: 'broker-cluster' });
   const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
 
@@ -94,7 +96,7 @@ export async function createClusterPlugins(
 
   const pubConn = connect(MqRedis, 'mq-pub', { enableAutoPipelining: true });
   const subConn = connect(MqRedis, 'mq-sub');
-  const dbConn = connect(PersistenceRedis, 'aedes', { keyPrefix: `${prefix}:aedes:` });
+  const dbConn = connect(PersistenceRedis, 'aedes', { keyPrefix: `${tag}:aedes:` });
   try {
     await Promise.all(connections.map((conn) => ready(conn, connectTimeoutMs)));
   } catch (err) {
@@ -105,7 +107,7 @@ export async function createClusterPlugins(
   const MQEmitterRedisPrefix = (mqemitterRedis as unknown as { MQEmitterRedisPrefix?: PrefixedEmitterConstructor })
     .MQEmitterRedisPrefix;
   if (typeof MQEmitterRedisPrefix !== 'function') throw new Error('mqemitter-redis has no MQEmitterRedisPrefix export');
-  const mq = new MQEmitterRedisPrefix(`${prefix}:mqtt/`, {
+  const mq = new MQEmitterRedisPrefix(`${tag}:mqtt/`, {
     pubConn,
     subConn,
     // What Aedes passes to its default in-memory emitter.
@@ -123,12 +125,15 @@ export async function createClusterPlugins(
     persistence,
     close() {
       closing ??= (async () => {
-        // Unsubscribes from the broker's `$SYS/sub/+` (a no-op once Aedes closed the
-        // emitter) and disconnects dbConn; throws if Aedes never ran setup().
-        await persistence.destroy().catch((err: unknown) => log.debug({ err }, 'persistence destroy'));
-        // Aedes' close() already closed the emitter; this covers a broker that never started.
+        // Aedes' close() already closed the emitter (QUIT on both its connections); this
+        // covers a broker that never started.
         await new Promise<void>((resolve) => mq.close(resolve));
+        // QUIT first: the persistence's destroy() would drop the connection at once, losing
+        // any write still queued on it.
         await Promise.all(connections.map((conn) => quit(conn)));
+        // Now only marks it destroyed (its `$SYS/sub/+` listener went with the emitter);
+        // throws if Aedes never ran setup().
+        await persistence.destroy().catch((err: unknown) => log.debug({ err }, 'persistence destroy'));
       })();
       return closing;
     },

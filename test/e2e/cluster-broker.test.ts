@@ -1,0 +1,258 @@
+// Brokers that act as one: Aedes with mqemitter-redis and aedes-persistence-redis on the
+// shared Redis, real MQTT over TCP. Each test uses its own deployment prefix.
+import { randomBytes } from 'node:crypto';
+import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import type createPersistence from 'aedes-persistence-redis';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../bridge/logger.js';
+import { startBroker, type Broker, type BrokerConfig } from '../../broker/broker.js';
+import { createClusterPlugins, type ClusterPlugins } from '../../broker/cluster.js';
+import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+import { sleep } from '../helpers/harness.js';
+
+const logger = createLogger('silent');
+const redis = connectRedis();
+const config: BrokerConfig = {
+  mqttHost: '127.0.0.1',
+  mqttPort: 0,
+  allowAnonymous: true,
+  maxConnections: 100,
+  connectTimeoutMs: 10_000,
+  keepaliveLimitS: 600,
+  drainTimeoutMs: 2000,
+  maxInflightQos2: 100,
+};
+
+interface Node {
+  broker: Broker;
+  plugins: ClusterPlugins;
+  url: string;
+}
+interface Received {
+  topic: string;
+  payload: string;
+}
+interface TestClient {
+  client: MqttClient;
+  received: Received[];
+  sessionPresent: boolean;
+  /** Resolves once a message with this payload has arrived. */
+  waitFor(payload: string, timeoutMs?: number): Promise<void>;
+}
+
+const nodes: Node[] = [];
+const clients: MqttClient[] = [];
+const prefixes: string[] = [];
+
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.endAsync(true).catch(() => undefined)));
+  await Promise.all(nodes.splice(0).map((n) => n.broker.close()));
+  for (const prefix of prefixes.splice(0)) await deletePrefix(redis, prefix);
+});
+afterAll(() => redis.disconnect());
+
+function newPrefix(): string {
+  const prefix = uniquePrefix('cluster');
+  prefixes.push(prefix);
+  return prefix;
+}
+
+const deviceId = (): string => `cam-${randomBytes(4).toString('hex')}`;
+const resultTopic = (id: string): string => `devices/${id}/result`;
+
+async function startNode(prefix: string): Promise<Node> {
+  const plugins = await createClusterPlugins(REDIS_URL, prefix, logger);
+  const broker = await startBroker(config, async () => {}, logger, plugins);
+  const node = { broker, plugins, url: `mqtt://127.0.0.1:${broker.mqttPort}` };
+  nodes.push(node);
+  return node;
+}
+
+async function stopNode(node: Node): Promise<void> {
+  nodes.splice(nodes.indexOf(node), 1);
+  await node.broker.close();
+}
+
+/** Connects with the message listener in place before CONNACK, so queued messages are not missed. */
+async function connect(node: Node, clientId: string, options: IClientOptions = {}): Promise<TestClient> {
+  const client = mqtt.connect(node.url, { clientId, reconnectPeriod: 0, ...options });
+  clients.push(client);
+  const received: Received[] = [];
+  const waiters = new Set<() => void>();
+  client.on('message', (topic, payload) => {
+    received.push({ topic, payload: payload.toString() });
+    for (const wake of waiters) wake();
+  });
+  const connack = await new Promise<{ sessionPresent: boolean }>((resolve, reject) => {
+    client.once('connect', resolve);
+    client.once('error', reject);
+  });
+  return {
+    client,
+    received,
+    sessionPresent: connack.sessionPresent,
+    waitFor(payload, timeoutMs = 5000) {
+      return new Promise((resolve, reject) => {
+        const check = (): void => {
+          if (!received.some((m) => m.payload === payload)) return;
+          waiters.delete(check);
+          clearTimeout(timer);
+          resolve();
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`${clientId}: no message ${payload} after ${timeoutMs} ms; got ${JSON.stringify(received)}`));
+        }, timeoutMs);
+        waiters.add(check);
+        check();
+      });
+    },
+  };
+}
+
+async function subscribe(c: TestClient, topic: string): Promise<void> {
+  const granted = await c.client.subscribeAsync(topic, { qos: 1 });
+  expect(granted.map((g) => g.qos)).toEqual([1]);
+}
+
+const publish = (node: Node, topic: string, payload: string, retain = false): Promise<void> =>
+  node.broker.publish(topic, Buffer.from(payload), { qos: 1, retain });
+
+/** Waits until a node has learned (over Redis) of a persistent subscription made on another. */
+async function knowsSubscription(node: Node, topic: string, clientId: string): Promise<void> {
+  const persistence = node.plugins.persistence as createPersistence.RedisPersistence;
+  for (let i = 0; i < 100; i += 1) {
+    if ((await persistence.subscriptionsByTopic(topic)).some((s) => s.clientId === clientId)) return;
+    await sleep(20);
+  }
+  throw new Error(`subscription of ${clientId} to ${topic} never reached the node`);
+}
+
+/** Redis connections named after this deployment (createClusterPlugins names each one). */
+async function connectionsOf(prefix: string): Promise<number> {
+  const list = (await redis.call('CLIENT', 'LIST')) as string;
+  return list.split('\n').filter((line) => line.includes(` name=${prefix}:`)).length;
+}
+
+describe('brokers on one Redis act as one', () => {
+  it('delivers a reply published on one instance to a device connected to another', async () => {
+    const prefix = newPrefix();
+    const [one, two] = [await startNode(prefix), await startNode(prefix)];
+    const id = deviceId();
+    const device = await connect(one, `${id}.sub`);
+    await subscribe(device, resultTopic(id));
+
+    await publish(two, resultTopic(id), 'from-two');
+    await device.waitFor('from-two');
+    await publish(one, resultTopic(id), 'from-one');
+    await device.waitFor('from-one');
+    expect(device.received).toEqual([
+      { topic: resultTopic(id), payload: 'from-two' },
+      { topic: resultTopic(id), payload: 'from-one' },
+    ]);
+  });
+
+  it('gives a retained status published on one instance to a subscriber on another', async () => {
+    const prefix = newPrefix();
+    const one = await startNode(prefix);
+    await publish(one, 'bridge/bridge-1/status', '{"state":"online"}', true);
+    const two = await startNode(prefix);
+    const device = await connect(two, deviceId());
+    await subscribe(device, 'bridge/+/status');
+    await device.waitFor('{"state":"online"}');
+  });
+
+  it('keeps a persistent session across instances and a restart: QoS 1 replies sent while away arrive', async () => {
+    const prefix = newPrefix();
+    const [one, two] = [await startNode(prefix), await startNode(prefix)];
+    const id = deviceId();
+    const first = await connect(one, id, { clean: false });
+    expect(first.sessionPresent).toBe(false);
+    await subscribe(first, resultTopic(id));
+    await knowsSubscription(two, resultTopic(id), id);
+    await first.client.endAsync();
+
+    // The device is away and its instance is down; another instance publishes the reply.
+    await stopNode(one);
+    await publish(two, resultTopic(id), 'while-away');
+
+    const restarted = await startNode(prefix);
+    const back = await connect(restarted, id, { clean: false });
+    expect(back.sessionPresent).toBe(true);
+    await back.waitFor('while-away'); // delivered without subscribing again
+    expect(back.received).toEqual([{ topic: resultTopic(id), payload: 'while-away' }]);
+  });
+
+  it('a single instance restarted on the same Redis delivers what was queued before the restart', async () => {
+    const prefix = newPrefix();
+    const one = await startNode(prefix);
+    const id = deviceId();
+    const first = await connect(one, id, { clean: false });
+    await subscribe(first, resultTopic(id));
+    await first.client.endAsync();
+    await publish(one, resultTopic(id), 'before-restart');
+    await stopNode(one);
+
+    const restarted = await startNode(prefix);
+    const back = await connect(restarted, id, { clean: false });
+    expect(back.sessionPresent).toBe(true);
+    await back.waitFor('before-restart');
+    // Acknowledged, so not delivered again on the next reconnect.
+    await sleep(100);
+    await back.client.endAsync();
+    const again = await connect(restarted, id, { clean: false });
+    await sleep(200);
+    expect(again.received).toEqual([]);
+  });
+
+  it('keeps two deployments with different prefixes apart: messages and sessions', async () => {
+    const [x, y] = [newPrefix(), newPrefix()];
+    const xNode = await startNode(x);
+    const yNode = await startNode(y);
+    const id = deviceId();
+
+    // Live messages: y's publish goes out first; were it to leak, it would arrive before x's.
+    const live = await connect(xNode, `${id}.live`);
+    await subscribe(live, resultTopic(id));
+    await publish(yNode, resultTopic(id), 'from-y');
+    await publish(xNode, resultTopic(id), 'from-x');
+    await live.waitFor('from-x');
+    await sleep(100);
+    expect(live.received.map((m) => m.payload)).toEqual(['from-x']);
+    await live.client.endAsync();
+
+    // Sessions: a persistent session in x is unknown to y, even to a y instance started after it.
+    const device = await connect(xNode, id, { clean: false });
+    await subscribe(device, resultTopic(id));
+    await device.client.endAsync();
+    const yLater = await startNode(y);
+    await publish(yLater, resultTopic(id), 'queued-in-y');
+    await publish(xNode, resultTopic(id), 'queued-in-x');
+    const back = await connect(xNode, id, { clean: false });
+    await back.waitFor('queued-in-x');
+    await sleep(100);
+    expect(back.received.map((m) => m.payload)).toEqual(['queued-in-x']);
+
+    // Every key the persistence wrote is under x's hash tag; none under the library's bare names.
+    const xKeys = await redis.keys(`{${x}}:*`);
+    expect(xKeys).toContain(`{${x}}:aedes:client:${id}`);
+    expect(xKeys.every((k) => k.startsWith(`{${x}}:aedes:`))).toBe(true);
+    expect(await redis.exists(`client:${id}`, `outgoing:${id}`)).toBe(0);
+  });
+
+  it('closes its Redis connections when the broker closes', async () => {
+    const prefix = newPrefix();
+    const node = await startNode(prefix);
+    expect(await connectionsOf(prefix)).toBe(3); // emitter pub + sub, persistence
+    await stopNode(node);
+    for (let i = 0; i < 50 && (await connectionsOf(prefix)) > 0; i += 1) await sleep(20);
+    expect(await connectionsOf(prefix)).toBe(0);
+  });
+
+  it('refuses a prefix that would be a Redis glob or an MQTT wildcard', async () => {
+    for (const bad of ['a*', 'a/b', 'a+', '{a}', '']) {
+      await expect(createClusterPlugins(REDIS_URL, bad, logger)).rejects.toThrow(/Redis prefix/);
+    }
+    await expect(createClusterPlugins('http://127.0.0.1:6379', 'p', logger)).rejects.toThrow(/REDIS_URL/);
+  });
+});

@@ -9,7 +9,7 @@ import { Intake } from './intake.js';
 import type { Logger } from './logger.js';
 import { Results } from './results.js';
 import { Scheduler } from './scheduler.js';
-import { MemoryStore } from './store/memory.js';
+import { openCoordination, type Coordination } from './coordination.js';
 import type { Store } from './store/types.js';
 import { UpstreamClient } from './upstream/client.js';
 import { VERSION } from './version.js';
@@ -31,10 +31,13 @@ export interface RunningBridge {
 export async function startBridge(
   config: Config & { upstreamUrl: string },
   logger: Logger,
-  store: Store = new MemoryStore(),
+  store?: Store,
 ): Promise<RunningBridge> {
   const instanceId = `bridge-${randomBytes(4).toString('hex')}`;
   const log = logger.child({ instance: instanceId });
+  const coordination: Coordination = store
+    ? { kind: 'memory', store, plugins: undefined, healthy: () => true, close: async () => {} }
+    : await openCoordination(config, log);
   const upstream = new UpstreamClient({
     baseUrl: config.upstreamUrl,
     apiKeys: config.upstreamApiKeys,
@@ -48,26 +51,36 @@ export async function startBridge(
   // The broker and the results sink need each other: intake runs inside the broker's hooks
   // and replies through the broker, so the handler is bound once both exist.
   let intake: Intake | undefined;
-  const broker: Broker = await startBroker(
-    config,
-    (topic, payload) => (intake ? intake.handle(topic, payload) : Promise.resolve()),
-    log,
-  );
+  let broker: Broker;
+  try {
+    broker = await startBroker(
+      config,
+      (topic, payload) => (intake ? intake.handle(topic, payload) : Promise.resolve()),
+      log,
+      coordination.plugins,
+    );
+  } catch (err) {
+    await coordination.plugins?.close(); // the broker owns the plugins only once it started
+    await coordination.close();
+    throw err;
+  }
   const results = new Results(broker.publish);
-  const scheduler = new Scheduler(config, store, upstream, results, log.child({ module: 'scheduler' }), instanceId);
-  intake = new Intake(config, store, results, log.child({ module: 'intake' }), () => scheduler.wake());
+  const scheduler = new Scheduler(config, coordination.store, upstream, results, log.child({ module: 'scheduler' }), instanceId);
+  intake = new Intake(config, coordination.store, results, log.child({ module: 'intake' }), () => scheduler.wake());
 
   let stopping = false;
   let admin: AdminServer;
   try {
     admin = await startAdmin(config.httpHost, config.httpPort, (httpPort) => ({
-      ready: !stopping,
+      ready: !stopping && coordination.healthy(),
+      store: coordination.kind,
       ports: { mqtt: broker.mqttPort, http: httpPort },
       instance: instanceId,
       version: VERSION,
     }));
   } catch (err) {
     await broker.close();
+    await coordination.close();
     throw err;
   }
 
@@ -78,13 +91,13 @@ export async function startBridge(
   };
   await publishStatus('online');
   scheduler.start();
-  log.info({ mqttPort: broker.mqttPort, httpPort: admin.port, store: 'memory' }, 'bridge ready');
+  log.info({ mqttPort: broker.mqttPort, httpPort: admin.port, store: coordination.kind }, 'bridge ready');
 
   return {
     instanceId,
     mqttPort: broker.mqttPort,
     httpPort: admin.port,
-    store,
+    store: coordination.store,
     broker,
     async shutdown() {
       if (stopping) return;
@@ -92,6 +105,7 @@ export async function startBridge(
       log.info({ graceMs: config.shutdownGraceMs, inFlight: scheduler.inFlight }, 'shutting down');
       intake?.stop();
       await scheduler.stop(config.shutdownGraceMs);
+      const { store } = coordination;
       if (!store.durable) {
         // Queued work cannot outlive this process: answer it rather than lose it silently.
         const unfinished = await store.drain();
@@ -104,6 +118,7 @@ export async function startBridge(
       await broker.close();
       await upstream.close();
       await store.close();
+      await coordination.close();
       log.info('stopped');
     },
   };

@@ -7,7 +7,6 @@ import { createLogger } from './logger.js';
 
 /** Set but not yet honoured by this version: refusing beats silently running without them. */
 const NOT_YET_SUPPORTED: Array<[keyof Config, string]> = [
-  ['redisUrl', 'REDIS_URL'],
   ['fallbackUrl', 'FALLBACK_URL'],
   ['configFile', 'CONFIG_FILE'],
   ['authFile', 'AUTH_FILE'],
@@ -51,7 +50,7 @@ async function main(): Promise<void> {
   try {
     bridge = await startBridge({ ...config, upstreamUrl }, logger);
   } catch (err) {
-    if (err instanceof ListenError) fail(err.message);
+    if (err instanceof ListenError || err instanceof ConfigError) fail(err.message);
     throw err;
   }
 

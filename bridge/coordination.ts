@@ -1,0 +1,79 @@
+// Chooses the coordination the configuration asks for: in-process (no REDIS_URL) or one
+// Redis shared by every instance, for the bridge's store and the broker's plugins alike.
+import { Redis } from 'ioredis';
+import { createClusterPlugins, type ClusterPlugins } from '../broker/cluster.js';
+import { ConfigError, type Config } from './config.js';
+import type { Logger } from './logger.js';
+import { checkRedisPolicy } from './redis-check.js';
+import { MemoryStore } from './store/memory.js';
+import { RedisStore } from './store/redis.js';
+import type { Store } from './store/types.js';
+
+export interface Coordination {
+  kind: 'memory' | 'redis';
+  store: Store;
+  /** For the broker; undefined in memory mode (Aedes' in-process defaults). */
+  plugins: ClusterPlugins | undefined;
+  /** False while Redis is out of reach. */
+  healthy(): boolean;
+  /** Closes what the broker does not (the broker closes the plugins). */
+  close(): Promise<void>;
+}
+
+const CONNECT_TIMEOUT_MS = 10_000;
+
+export async function openCoordination(
+  config: Pick<Config, 'redisUrl' | 'redisPrefix'>,
+  logger: Logger,
+): Promise<Coordination> {
+  if (config.redisUrl === undefined) {
+    return { kind: 'memory', store: new MemoryStore(), plugins: undefined, healthy: () => true, close: async () => {} };
+  }
+  const log = logger.child({ module: 'redis' });
+  const redis = new Redis(config.redisUrl, {
+    lazyConnect: true,
+    connectionName: `edge-ai-bridge:${config.redisPrefix}`,
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    // Fail fast while Redis is away: a request gets `unavailable` now rather than hanging.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    retryStrategy: (times) => Math.min(100 * times, 2000),
+  });
+  let lastError = '';
+  redis.on('error', (err: Error) => {
+    lastError = err.message;
+    log.warn({ err: err.message }, 'Redis connection error');
+  });
+  redis.on('ready', () => log.info('Redis connection ready'));
+  try {
+    await redis.connect();
+  } catch (err) {
+    redis.disconnect();
+    const reason = lastError || (err instanceof Error ? err.message : String(err));
+    throw new ConfigError('REDIS_URL', `cannot connect to Redis: ${reason}`);
+  }
+  const policy = await checkRedisPolicy(redis);
+  if (policy.ok === false) {
+    redis.disconnect();
+    // The problem line already names REDIS_URL.
+    throw new ConfigError('REDIS_URL', policy.problem.replace(/^REDIS_URL: /, ''));
+  }
+  if (policy.ok === 'unknown') log.warn({ reason: policy.reason }, 'cannot read maxmemory-policy; make sure it is noeviction');
+
+  let plugins: ClusterPlugins;
+  try {
+    plugins = await createClusterPlugins(config.redisUrl, config.redisPrefix, log);
+  } catch (err) {
+    redis.disconnect();
+    throw err;
+  }
+  return {
+    kind: 'redis',
+    store: new RedisStore(redis, { prefix: config.redisPrefix }),
+    plugins,
+    healthy: () => redis.status === 'ready',
+    async close() {
+      await redis.quit().catch(() => redis.disconnect());
+    },
+  };
+}

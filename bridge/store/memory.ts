@@ -1,7 +1,6 @@
 // In-process coordination for a single instance (no REDIS_URL). Every method does its
 // whole step synchronously, so each step is atomic just as a Lua script is in Redis.
-import type { Reply } from '../contract.js';
-import { PRIORITIES } from '../contract.js';
+import { PRIORITIES, type Priority, type Reply } from '../contract.js';
 import { SlidingWindow } from './sliding-window.js';
 import type {
   AdmitLimits,
@@ -15,6 +14,7 @@ import type {
   RateTake,
   Store,
 } from './types.js';
+import { replayedJob } from './types.js';
 
 const MINUTE_MS = 60_000;
 const SWEEP_EVERY = 4096;
@@ -191,6 +191,20 @@ export class MemoryStore implements Store {
 
   async deadLetters(): Promise<DeadLetter[]> {
     return [...this.dlq];
+  }
+
+  async replayDeadLetters(keys: string[] | 'all', offsetsMs: Record<Priority, number>, now: number): Promise<number> {
+    const chosen = this.dlq.filter((entry) => keys === 'all' || keys.includes(entry.job.key));
+    for (const entry of chosen) {
+      this.dlq.splice(this.dlq.indexOf(entry), 1);
+      this.records.set(entry.job.key, { state: 'pending' });
+      this.enqueue({ job: replayedJob(entry.job, offsetsMs, now), seq: this.seq++ });
+    }
+    return chosen.length;
+  }
+
+  async purgeDeadLetters(): Promise<number> {
+    return this.dlq.splice(0).length;
   }
 
   async close(): Promise<void> {}

@@ -1,7 +1,7 @@
 // Coordination for a fleet of instances on one Redis. Each step is one Lua script (lua/),
 // so every instance sees one queue, one set of locks and one rate budget.
 import type { Redis } from 'ioredis';
-import { PRIORITIES, ReplySchema, type Reply } from '../contract.js';
+import { PRIORITIES, ReplySchema, type Priority, type Reply } from '../contract.js';
 import { BridgeError } from '../errors.js';
 import { LuaScript, type LuaArg } from './lua-script.js';
 import { lockId, redisKeys, type RedisKeys } from './redis-keys.js';
@@ -17,6 +17,7 @@ import type {
   RateTake,
   Store,
 } from './types.js';
+import { replayedJob } from './types.js';
 
 const WINDOW_MS = 60_000;
 /** Leases handled per reap call, so one call never blocks Redis for long. */
@@ -32,6 +33,7 @@ const scripts = {
   release: new LuaScript('release'),
   reap: new LuaScript('reap'),
   drain: new LuaScript('drain'),
+  replay: new LuaScript('replay'),
 };
 
 export interface RedisStoreOptions {
@@ -189,6 +191,31 @@ export class RedisStore implements Store {
   async deadLetters(): Promise<DeadLetter[]> {
     const entries = await this.guard(this.redis.lrange(this.keys.dlq, 0, -1));
     return entries.map((e) => JSON.parse(e) as DeadLetter);
+  }
+
+  async replayDeadLetters(keys: string[] | 'all', offsetsMs: Record<Priority, number>, now: number): Promise<number> {
+    const k = this.keys;
+    const raw = await this.guard(this.redis.lrange(k.dlq, 0, -1));
+    const chosen = raw
+      .map((entry) => ({ entry, job: (JSON.parse(entry) as DeadLetter).job }))
+      .filter(({ job }) => keys === 'all' || keys.includes(job.key));
+    if (chosen.length === 0) return 0;
+    const args: LuaArg[] = [this.pendingTtlMs];
+    for (const { entry, job } of chosen) {
+      const { attempts: _attempts, ...data } = replayedJob(job, offsetsMs, now);
+      args.push(entry, job.key, JSON.stringify(data), data.score, job.priority, lockId(job.request.lock), job.tokenEstimate);
+    }
+    const idemKeys = chosen.map(({ job }) => k.idem(job.key));
+    return (await this.run(
+      scripts.replay,
+      [k.dlq, k.queue, k.jobs, k.attempts, k.place, k.deadlines, k.depth, k.seq, ...idemKeys],
+      args,
+    )) as number;
+  }
+
+  async purgeDeadLetters(): Promise<number> {
+    const result = await this.guard(this.redis.multi().llen(this.keys.dlq).del(this.keys.dlq).exec());
+    return Number(result?.[0]?.[1] ?? 0);
   }
 
   async close(): Promise<void> {}

@@ -114,7 +114,22 @@ export interface Store {
 
   queueDepth(): Promise<QueueDepth>;
   deadLetters(): Promise<DeadLetter[]>;
+
+  /**
+   * Puts dead letters (those of `keys`, or all) back in the queue as new arrivals: fresh
+   * attempts, no ttl, placed by `now` + their class's offset, answered once more. The
+   * operator's call, so device quotas and QUEUE_MAX do not apply. Returns how many.
+   */
+  replayDeadLetters(keys: string[] | 'all', offsetsMs: Record<Priority, number>, now: number): Promise<number>;
+
+  /** Empties the dead-letter list; returns how many entries it held. */
+  purgeDeadLetters(): Promise<number>;
   close(): Promise<void>;
 }
 
 export const jobKey = (deviceId: string, id: string): string => `${deviceId}/${id}`;
+
+/** A dead letter's job as a new arrival, for replay. */
+export function replayedJob(job: Job, offsetsMs: Record<Priority, number>, now: number): Job {
+  return { ...job, arrivalMs: now, score: now + offsetsMs[job.priority], deadlineMs: undefined, attempts: 0 };
+}

@@ -793,6 +793,39 @@ export function describeStoreContract(
         expect(await store.admit(bad, LIMITS, t + 5)).toEqual({ kind: 'duplicate_done', reply: badReply });
       });
 
+      it('replays chosen dead letters as new arrivals with fresh attempts, then all, and purges', async () => {
+        const store = await open();
+        const t = baseTime();
+        const jobs = ['x', 'y', 'z'].map((id, i) =>
+          makeJob({ deviceId: 'd1', id, priority: 'low', arrivalMs: t + i, lock: id === 'x' ? 'arm' : undefined, deadlineMs: t + 500 }),
+        );
+        await admitAll(store, jobs);
+        for (const job of (await store.claim(claimOpts(), t + 10)).jobs) {
+          await store.complete(job, errorReply(job, 'upstream_error'), { ttlS: 3600, deadLetter: true }, t + 20);
+        }
+        expect(ids((await store.deadLetters()).map((d) => d.job))).toEqual(['x', 'y', 'z']);
+
+        const later = t + 10_000; // past the old ttl: a replay carries none
+        expect(await store.replayDeadLetters([jobs[0]?.key as string, 'd1/unknown'], DEFAULT_PRIORITY_OFFSETS_MS, later)).toBe(1);
+        expect(ids((await store.deadLetters()).map((d) => d.job))).toEqual(['y', 'z']);
+        expect(await store.admit(jobs[0] as Job, LIMITS, later)).toEqual({ kind: 'duplicate_pending' });
+        const { jobs: again, expired } = await store.claim(claimOpts(), later);
+        expect(expired).toEqual([]);
+        expect(ids(again)).toEqual(['x']);
+        expect(again[0]).toMatchObject({ attempts: 0, arrivalMs: later, score: later + 15_000, fence: 2 });
+        expect(again[0]?.deadlineMs).toBeUndefined();
+
+        expect(await store.replayDeadLetters('all', DEFAULT_PRIORITY_OFFSETS_MS, later + 1)).toBe(2);
+        expect(await store.deadLetters()).toEqual([]);
+        expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 2 });
+
+        const rest = (await store.claim(claimOpts(), later + 2)).jobs;
+        for (const job of rest) await store.complete(job, errorReply(job, 'upstream_error'), { ttlS: 3600, deadLetter: true }, later + 3);
+        expect(await store.purgeDeadLetters()).toBe(2);
+        expect(await store.deadLetters()).toEqual([]);
+        expect(await store.purgeDeadLetters()).toBe(0);
+      });
+
       it('releases held jobs back to the queue with attempts unchanged and their locks freed', async () => {
         const store = await open();
         const t = baseTime();

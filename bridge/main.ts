@@ -28,7 +28,7 @@ async function main(): Promise<void> {
     throw err;
   }
   for (const [field, variable] of NOT_YET_SUPPORTED) {
-    if (config[field] !== undefined) fail(`${variable}: not supported by version 0.1 yet (see README, "Status")`);
+    if (config[field] !== undefined) fail(`${variable}: not supported by this version yet (see README, "Status of this version")`);
   }
   const logger = createLogger(config.logLevel);
   if (!isLoopback(config.mqttHost) && config.allowAnonymous) {

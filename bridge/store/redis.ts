@@ -141,7 +141,7 @@ export class RedisStore implements Store {
     await this.run(
       scripts.complete,
       [k.idem(job.key), k.jobs, k.attempts, k.leases, k.owners, k.locks, k.parked, k.queue, k.place, k.dlq, k.deadlines, k.depth],
-      [job.key, JSON.stringify(reply), options.ttlS * 1000, now, owner, options.deadLetter ? '1' : '0', JSON.stringify(entry)],
+      [job.key, JSON.stringify(reply), options.ttlS * 1000, now, owner, options.deadLetter ? JSON.stringify(entry) : ''],
     );
   }
 

@@ -27,12 +27,15 @@ if used >= rpm then
   local oldest = rcall('ZRANGE', KEYS[2], used - rpm, used - rpm, 'WITHSCORES')
   return {'rate_limited', tostring(tonumber(oldest[2]) + windowMs - now)}
 end
-if rcall('ZCARD', KEYS[3]) + rcall('ZCARD', KEYS[4]) >= tonumber(ARGV[9]) then return {'queue_full'} end
+local waiting = 0
+for _, n in ipairs(rcall('HVALS', KEYS[8])) do waiting = waiting + tonumber(n) end
+if waiting >= tonumber(ARGV[9]) then return {'queue_full'} end
 
 local seq = rcall('INCR', KEYS[9])
 rcall('ZADD', KEYS[2], now, seq)
 rcall('PEXPIRE', KEYS[2], windowMs * 2)
-rcall('DEL', KEYS[1])
+-- An expired 'done' record would keep its old reply field beside the new state.
+if state[1] then rcall('DEL', KEYS[1]) end
 rcall('HSET', KEYS[1], 'state', 'pending')
 rcall('PEXPIRE', KEYS[1], ARGV[11])
 rcall('HSET', KEYS[5], key, ARGV[2])

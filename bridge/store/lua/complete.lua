@@ -6,14 +6,13 @@ KEYS[1] idem:{jobKey}  KEYS[2] jobs  KEYS[3] attempts  KEYS[4] leases  KEYS[5] o
 KEYS[6] locks  KEYS[7] parked  KEYS[8] queue  KEYS[9] place  KEYS[10] dlq
 KEYS[11] deadlines  KEYS[12] depth
 ARGV[1] job key  ARGV[2] reply JSON  ARGV[3] ttl ms  ARGV[4] now ms  ARGV[5] owner or ''
-ARGV[6] '1' to dead-letter  ARGV[7] dead-letter entry JSON
+ARGV[6] dead-letter entry JSON, or '' to keep none
 ]]
 local rcall = redis.call
 --- @include "members"
 --- @include "queue"
 
 local key, ttlMs, now, owner = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-rcall('DEL', KEYS[1])
 rcall('HSET', KEYS[1], 'state', 'done', 'exp', tostring(now + ttlMs), 'reply', ARGV[2])
 rcall('PEXPIRE', KEYS[1], ttlMs)
 
@@ -32,5 +31,5 @@ if held == false or holder == owner then
   rcall('HDEL', KEYS[2], key)
   rcall('HDEL', KEYS[3], key)
 end
-if ARGV[6] == '1' then rcall('RPUSH', KEYS[10], ARGV[7]) end
+if ARGV[6] ~= '' then rcall('RPUSH', KEYS[10], ARGV[6]) end
 return 1

@@ -6,8 +6,13 @@ Returns {1, now} when taken, {0, retryAt} when not.
 local rcall = redis.call
 --- @include "rate"
 
-local now = tonumber(ARGV[4])
+local tokens, rpm, tpm = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local now, windowMs = tonumber(ARGV[4]), tonumber(ARGV[5])
 local pausedUntil = tonumber(rcall('GET', KEYS[4]) or '0')
 if pausedUntil > now then return {0, tostring(pausedUntil)} end
-local ok, at = takeRate(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), now, tonumber(ARGV[5]))
-return {ok and 1 or 0, tostring(at)}
+local budget = openBudget(KEYS[1], KEYS[2], now, windowMs)
+if tryBudget(budget, tokens, rpm, tpm) then
+  closeBudget(budget, KEYS[1], KEYS[2], KEYS[3], now, windowMs)
+  return {1, tostring(now)}
+end
+return {0, tostring(budgetFreeAt(budget, KEYS[1], tokens, rpm, tpm, now, windowMs))}

@@ -1,41 +1,59 @@
 -- The upstream's rolling-window budget: kCalls is a sorted set of calls (member seq:tokens,
 -- score = time), kTokens their token sum. Exact "at most N in any window" (RELIABILITY A13).
+-- A budget is opened once per script, tried per call in Lua, and written back once.
 
-local function evictCalls(kCalls, kTokens, now, windowMs)
+local function openBudget(kCalls, kTokens, now, windowMs)
   local cutoff = now - windowMs
   local old = rcall('ZRANGEBYSCORE', kCalls, '-inf', cutoff)
-  if #old == 0 then return end
-  local sum = 0
-  for _, m in ipairs(old) do sum = sum + tonumber(string.match(m, ':(%d+)$')) end
-  rcall('ZREMRANGEBYSCORE', kCalls, '-inf', cutoff)
-  rcall('DECRBY', kTokens, sum)
+  local weight = tonumber(rcall('GET', kTokens) or '0')
+  if #old > 0 then
+    local sum = 0
+    for _, m in ipairs(old) do sum = sum + tonumber(string.match(m, ':(%d+)$')) end
+    rcall('ZREMRANGEBYSCORE', kCalls, '-inf', cutoff)
+    weight = rcall('DECRBY', kTokens, sum)
+  end
+  return { count = rcall('ZCARD', kCalls), weight = weight, taken = {}, sum = 0 }
 end
 
--- Returns true when a call of `tokens` may start now (and records it), else false and the
--- earliest time it may.
-local function takeRate(kCalls, kTokens, kSeq, tokens, rpm, tpm, now, windowMs)
-  evictCalls(kCalls, kTokens, now, windowMs)
-  local count = rcall('ZCARD', kCalls)
-  local weight = tonumber(rcall('GET', kTokens) or '0')
-  local rpmFree = count < rpm
+-- True when a call of `tokens` fits now; it is then counted (written by closeBudget).
+local function tryBudget(b, tokens, rpm, tpm)
+  local count = b.count + #b.taken
+  local weight = b.weight + b.sum
   -- A single call larger than the whole budget may still run alone, or it never would.
-  local tpmFree = tpm == nil or weight + tokens <= tpm or count == 0
-  if rpmFree and tpmFree then
-    local seq = rcall('INCR', kSeq)
-    rcall('ZADD', kCalls, now, seq .. ':' .. tokens)
-    rcall('INCRBY', kTokens, tokens)
-    rcall('PEXPIRE', kCalls, windowMs * 2)
-    rcall('PEXPIRE', kTokens, windowMs * 2)
-    return true, now
+  if count < rpm and (tpm == nil or weight + tokens <= tpm or count == 0) then
+    b.taken[#b.taken + 1] = tokens
+    b.sum = b.sum + tokens
+    return true
   end
+  return false
+end
+
+local function closeBudget(b, kCalls, kTokens, kSeq, now, windowMs)
+  local n = #b.taken
+  if n == 0 then return end
+  local last = rcall('INCRBY', kSeq, n)
+  local args = {}
+  for i, tokens in ipairs(b.taken) do
+    args[#args + 1] = now
+    args[#args + 1] = (last - n + i) .. ':' .. tokens
+  end
+  rcall('ZADD', kCalls, unpack(args))
+  rcall('INCRBY', kTokens, b.sum)
+  rcall('PEXPIRE', kCalls, windowMs * 2)
+  rcall('PEXPIRE', kTokens, windowMs * 2)
+  b.count, b.weight, b.taken, b.sum = b.count + n, b.weight + b.sum, {}, 0
+end
+
+-- After closeBudget: the earliest time a call of `tokens` would fit.
+local function budgetFreeAt(b, kCalls, tokens, rpm, tpm, now, windowMs)
   local at = now
-  if not rpmFree then
-    local r = rcall('ZRANGE', kCalls, count - rpm, count - rpm, 'WITHSCORES')
+  if b.count >= rpm then
+    local r = rcall('ZRANGE', kCalls, b.count - rpm, b.count - rpm, 'WITHSCORES')
     at = math.max(at, tonumber(r[2]) + windowMs)
   end
-  if not tpmFree then
+  if tpm ~= nil and b.weight + tokens > tpm and b.count > 0 then
     local entries = rcall('ZRANGE', kCalls, 0, -1, 'WITHSCORES')
-    local w = weight
+    local w = b.weight
     local maxWeight = tpm - tokens
     local t = tonumber(entries[#entries]) + windowMs
     for i = 1, #entries, 2 do
@@ -47,5 +65,5 @@ local function takeRate(kCalls, kTokens, kSeq, tokens, rpm, tpm, now, windowMs)
     end
     at = math.max(at, t)
   end
-  return false, at
+  return at
 end

@@ -1,6 +1,7 @@
 // The embedded MQTT broker: Aedes with the contract's access rules, hooked so that a
 // request is admitted before its PUBLISH is acknowledged.
 import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { Aedes, type AuthenticateError, type Client, type ConnectPacket, type PublishPacket } from 'aedes';
 import type { Config } from '../bridge/config.js';
@@ -45,6 +46,9 @@ export class ListenError extends Error {
     super(message);
   }
 }
+
+const FLUSH_MIN_MS = 50;
+const FLUSH_MAX_MS = 1000;
 
 /** Our topics have at most 4 levels; a low cap keeps topic matching cheap (GHSA-xxqp-5qx8-gj5q). */
 const MAX_TOPIC_LEVELS = 32;
@@ -132,9 +136,12 @@ export async function startBroker(
   aedes.on('clientError', (client, err) => log.debug({ clientId: client.id, err: err.message }, 'client error'));
   aedes.on('connectionError', (client, err) => log.debug({ clientId: client.id, err: err.message }, 'connection error'));
 
+  const sockets = new Set<Socket>();
   const server = createServer((socket: Socket) => {
     // Without this each reply waits ~40 ms for the next packet (Nagle + delayed ACK).
     socket.setNoDelay(true);
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
     aedes.handle(socket);
   });
   const mqttPort = await listen(server, config.mqttHost, config.mqttPort, 'MQTT_PORT', 'MQTT');
@@ -154,11 +161,23 @@ export async function startBroker(
     refusals,
     async close() {
       server.close();
+      await flush(sockets);
       await new Promise<void>((resolve) => aedes.close(() => resolve()));
       // After Aedes: its close() disconnects clients through them and closes the emitter.
       await plugins?.close();
     },
   };
+}
+
+/**
+ * Gives the last publishes (the offline status, late replies) time to reach the sockets and
+ * leave them before Aedes drops every connection: a publish resolves once it is handed to
+ * the emitter (through Redis, with REDIS_URL), not once a subscriber's socket has it.
+ */
+async function flush(sockets: Set<Socket>): Promise<void> {
+  const deadline = Date.now() + FLUSH_MAX_MS;
+  await sleep(FLUSH_MIN_MS);
+  while (Date.now() < deadline && [...sockets].some((s) => s.writableLength > 0)) await sleep(10);
 }
 
 function toBuffer(packet: PublishPacket): Buffer {

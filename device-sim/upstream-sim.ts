@@ -34,6 +34,8 @@ export interface RecordedRequest {
   body: unknown;
   /** Epoch ms at arrival. */
   at: number;
+  /** Epoch ms when the response was fully handed to the socket; unset while unanswered (or hanging). */
+  answeredAt?: number;
 }
 
 /**
@@ -320,7 +322,11 @@ export async function startUpstreamSim(opts: UpstreamSimOptions): Promise<Upstre
       return;
     }
     const parsed = parseJson(text);
-    requests.push({ path, headers: { ...req.headers }, body: parsed.value, at: Date.now() });
+    const record: RecordedRequest = { path, headers: { ...req.headers }, body: parsed.value, at: Date.now() };
+    requests.push(record);
+    res.once('finish', () => {
+      record.answeredAt = Date.now();
+    });
     const model = isRecord(parsed.value) && typeof parsed.value.model === 'string' ? parsed.value.model : null;
     bump(stats.byModel, model ?? (path === '/v1/embeddings' ? EMBEDDING_MODEL : DEFAULT_MODEL));
 

@@ -16,12 +16,22 @@ export interface Harness {
   close(): Promise<void>;
 }
 
+export interface HarnessOptions {
+  /**
+   * An upstream simulator to use instead of starting one (several bridges sharing one
+   * upstream); `sim` is then ignored, and close() leaves it running for its owner.
+   */
+  upstream?: UpstreamSim;
+}
+
 export async function startHarness(
   env: Record<string, string> = {},
   sim: Partial<UpstreamSimOptions> = {},
   store?: Store,
+  options: HarnessOptions = {},
 ): Promise<Harness> {
-  const upstream = await startUpstreamSim({ port: 0, latencyMs: 5, ...sim });
+  const ownsUpstream = options.upstream === undefined;
+  const upstream = options.upstream ?? (await startUpstreamSim({ port: 0, latencyMs: 5, ...sim }));
   const config = loadConfig({ MQTT_PORT: '0', HTTP_PORT: '0', LOG_LEVEL: 'silent', ...env });
   const logger = createLogger(config.logLevel);
   const bridge = await startBridge({ ...config, upstreamUrl: env.UPSTREAM_URL ?? upstream.url }, logger, store);
@@ -39,7 +49,7 @@ export async function startHarness(
     async close() {
       await Promise.all(devices.map((d) => d.close()));
       await bridge.shutdown();
-      await upstream.close();
+      if (ownsUpstream) await upstream.close();
     },
   };
 }

@@ -34,6 +34,8 @@ class LeaseLost extends Error {}
 
 interface Running {
   job: ClaimedJob;
+  /** The rate-window entry of the latest upstream call, settled with the reported usage. */
+  callId: string;
   abort: AbortController;
   /** Monotonic time until which our lease surely holds. */
   leaseUntil: number;
@@ -161,6 +163,7 @@ export class Scheduler {
     const abort = new AbortController();
     const entry: Running = {
       job,
+      callId: job.callId,
       abort,
       leaseUntil: performance.now() + this.leaseMs,
       leaseLost: false,
@@ -193,6 +196,11 @@ export class Scheduler {
         signal: abort.signal,
       });
       reply = okReply(job, result, job.attempts, claimedAt, this.clock());
+      if (result.usage && this.config.rateLimitTpm !== undefined) {
+        await this.store.settleTokens(entry.callId, result.usage.total_tokens).catch((err: unknown) => {
+          log.warn({ err }, 'could not settle the call\'s tokens; its estimate stands');
+        });
+      }
       log.debug({ attempts: reply.attempts, upstreamMs: result.upstreamMs }, 'request answered');
     } catch (err) {
       if (err instanceof LeaseLost) {
@@ -217,7 +225,10 @@ export class Scheduler {
     for (;;) {
       const now = this.clock();
       const take = await this.store.takeRate(job.tokenEstimate, this.config.rateLimitRpm, this.config.rateLimitTpm, now);
-      if (take.ok) return;
+      if (take.ok) {
+        entry.callId = take.callId;
+        return;
+      }
       if (job.deadlineMs !== undefined && take.retryAtMs >= job.deadlineMs) {
         throw new BridgeError('expired', 'ttl_ms passed while a retry waited for upstream rate budget');
       }

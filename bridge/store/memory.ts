@@ -113,7 +113,7 @@ export class MemoryStore implements Store {
         this.fences.set(lock, fence);
         this.locks.set(lock, { jobKey: job.key, expiresAt: now + options.leaseMs });
       }
-      const claimed: ClaimedJob = { ...job, owner: options.owner, fence };
+      const claimed: ClaimedJob = { ...job, owner: options.owner, fence, callId: take.callId };
       this.leases.set(job.key, { job: claimed, expiresAt: now + options.leaseMs });
       jobs.push(claimed);
     }
@@ -123,6 +123,10 @@ export class MemoryStore implements Store {
   async takeRate(tokens: number, rpm: number, tpm: number | undefined, now: number): Promise<RateTake> {
     if (this.pausedUntil > now) return { ok: false, retryAtMs: this.pausedUntil };
     return this.tryTake(tokens, rpm, tpm, now);
+  }
+
+  async settleTokens(callId: string, tokens: number): Promise<void> {
+    this.calls.setWeight(Number(callId), tokens);
   }
 
   async pauseUpstream(untilMs: number): Promise<void> {
@@ -151,7 +155,7 @@ export class MemoryStore implements Store {
     for (const held of jobs) {
       if (!this.leases.has(held.key)) continue;
       this.dropLease(held.key);
-      const { owner: _owner, fence: _fence, ...job } = held;
+      const { owner: _owner, fence: _fence, callId: _callId, ...job } = held;
       this.enqueue({ job, seq: this.seq++ });
     }
   }
@@ -161,7 +165,7 @@ export class MemoryStore implements Store {
     for (const [key, lease] of this.leases) {
       if (lease.expiresAt > now) continue;
       this.dropLease(key);
-      const { owner: _owner, fence: _fence, ...held } = lease.job;
+      const { owner: _owner, fence: _fence, callId: _callId, ...held } = lease.job;
       const job = { ...held, attempts: held.attempts + 1 };
       if (job.attempts >= maxAttempts) exhausted.push(job);
       else this.enqueue({ job, seq: this.seq++ });
@@ -259,8 +263,7 @@ export class MemoryStore implements Store {
     const rpmFree = this.calls.count(now) < rpm;
     const tpmFree = tpm === undefined || this.calls.weight(now) + tokens <= tpm || this.calls.count(now) === 0;
     if (rpmFree && tpmFree) {
-      this.calls.add(now, tokens);
-      return { ok: true, retryAtMs: now };
+      return { ok: true, callId: String(this.calls.add(now, tokens)) };
     }
     const rpmAt = rpmFree ? now : this.calls.freeAt(rpm, now);
     const tpmAt = tpmFree || tpm === undefined ? now : this.calls.weightFreeAt(tpm - tokens, now);

@@ -34,6 +34,7 @@ const scripts = {
   reap: new LuaScript('reap'),
   drain: new LuaScript('drain'),
   replay: new LuaScript('replay'),
+  settle: new LuaScript('settle'),
 };
 
 export interface RedisStoreOptions {
@@ -103,12 +104,13 @@ export class RedisStore implements Store {
       [options.owner, options.max, options.leaseMs, options.rpm, options.tpm ?? '', now, WINDOW_MS],
     )) as [string[], string[], string];
     const jobs: ClaimedJob[] = [];
-    for (let i = 0; i < claimed.length; i += 3) {
+    for (let i = 0; i < claimed.length; i += 4) {
       const fence = claimed[i + 2];
       jobs.push({
         ...toJob(claimed[i], claimed[i + 1]),
         owner: options.owner,
         fence: fence ? Number(fence) : undefined,
+        callId: claimed[i + 3] ?? '',
       });
     }
     return { jobs, expired: toJobs(expired), retryAtMs: retryAt === '' ? undefined : Number(retryAt) };
@@ -116,12 +118,16 @@ export class RedisStore implements Store {
 
   async takeRate(tokens: number, rpm: number, tpm: number | undefined, now: number): Promise<RateTake> {
     const k = this.keys;
-    const [ok, at] = (await this.run(
+    const [ok, idOrAt] = (await this.run(
       scripts.takeRate,
       [k.calls, k.callTokens, k.seq, k.pause],
       [tokens, rpm, tpm ?? '', now, WINDOW_MS],
     )) as [number, string];
-    return { ok: ok === 1, retryAtMs: Number(at) };
+    return ok === 1 ? { ok: true, callId: idOrAt } : { ok: false, retryAtMs: Number(idOrAt) };
+  }
+
+  async settleTokens(callId: string, tokens: number): Promise<void> {
+    await this.run(scripts.settle, [this.keys.calls, this.keys.callTokens], [callId, Math.max(0, Math.round(tokens))]);
   }
 
   async pauseUpstream(untilMs: number): Promise<void> {

@@ -5,15 +5,39 @@
 export class SlidingWindow {
   private times: number[] = [];
   private weights: number[] = [];
+  /** Rising ids, so an event can be found again (to correct its weight) by binary search. */
+  private ids: number[] = [];
+  private nextId = 1;
   private head = 0;
   private total = 0;
 
   constructor(private readonly windowMs: number) {}
 
-  add(now: number, weight: number): void {
+  /** Records an event; returns its id. */
+  add(now: number, weight: number): number {
+    const id = this.nextId++;
     this.times.push(now);
     this.weights.push(weight);
+    this.ids.push(id);
     this.total += weight;
+    return id;
+  }
+
+  /** Corrects the weight of an event still in the window (a no-op once it has left). */
+  setWeight(id: number, weight: number): void {
+    let lo = this.head;
+    let hi = this.ids.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      const at = this.ids[mid] as number;
+      if (at === id) {
+        this.total += weight - (this.weights[mid] as number);
+        this.weights[mid] = weight;
+        return;
+      }
+      if (at < id) lo = mid + 1;
+      else hi = mid - 1;
+    }
   }
 
   count(now: number): number {
@@ -55,6 +79,7 @@ export class SlidingWindow {
     if (this.head > 1024 && this.head * 2 > this.times.length) {
       this.times = this.times.slice(this.head);
       this.weights = this.weights.slice(this.head);
+      this.ids = this.ids.slice(this.head);
       this.head = 0;
     }
   }

@@ -26,6 +26,8 @@ export interface Job {
 export interface ClaimedJob extends Job {
   owner: string;
   fence: number | undefined;
+  /** The upstream call this claim budgeted, to settle its tokens once the usage is known. */
+  callId: string;
 }
 
 export interface AdmitLimits {
@@ -58,11 +60,10 @@ export interface ClaimResult {
   retryAtMs: number | undefined;
 }
 
-export interface RateTake {
-  ok: boolean;
-  /** When `ok` is false: the earliest time a token may be free. */
-  retryAtMs: number;
-}
+export type RateTake =
+  | { ok: true; callId: string }
+  /** `retryAtMs`: the earliest time a token may be free. */
+  | { ok: false; retryAtMs: number };
 
 export interface DeadLetter {
   job: Job;
@@ -87,6 +88,12 @@ export interface Store {
 
   /** One more upstream call's budget (a retry). */
   takeRate(tokens: number, rpm: number, tpm: number | undefined, now: number): Promise<RateTake>;
+
+  /**
+   * Replaces a call's token estimate with what the upstream reported using, so
+   * RATE_LIMIT_TPM counts real tokens (a no-op once the call has left the window).
+   */
+  settleTokens(callId: string, tokens: number): Promise<void>;
 
   /** A 429 pauses dispatch to the upstream for every instance until `untilMs`. */
   pauseUpstream(untilMs: number): Promise<void>;

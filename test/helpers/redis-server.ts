@@ -10,11 +10,15 @@ export interface PrivateRedis {
   stop(): Promise<void>;
 }
 
-/** Starts `redis-server` on a free port with no persistence; `args` are extra `--name value` directives. */
-export async function startPrivateRedis(args: string[] = []): Promise<PrivateRedis> {
+/**
+ * Starts `redis-server` on a free port with no persistence; `args` are extra `--name value`
+ * directives (later ones win, so `--appendonly yes --dir …` turns persistence on). `port`
+ * restarts a Redis on the port a stopped one used (tests of a Redis restart).
+ */
+export async function startPrivateRedis(args: string[] = [], options: { port?: number } = {}): Promise<PrivateRedis> {
   let lastError: unknown;
   for (let attempt = 0; attempt < 3; attempt += 1) {
-    const port = await freePort();
+    const port = options.port ?? (await freePort());
     const child = spawn(
       'redis-server',
       ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args],
@@ -35,6 +39,7 @@ export async function startPrivateRedis(args: string[] = []): Promise<PrivateRed
     } catch (err) {
       lastError = err; // most likely the port was taken between freePort() and the bind
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      if (options.port !== undefined) await new Promise((resolve) => setTimeout(resolve, 200));
     }
   }
   throw lastError;

@@ -90,7 +90,7 @@ const ids = (jobs: Job[]): string[] => jobs.map((j) => j.id);
 
 /** The job as the store hands it back: the same data (a JSON round trip may drop `undefined` fields). */
 const sameJob = (actual: Job, expected: Job): void => {
-  const { owner: _o, fence: _f, ...data } = actual as ClaimedJob;
+  const { owner: _o, fence: _f, callId: _c, ...data } = actual as ClaimedJob;
   expect(data).toEqual(expected);
 };
 
@@ -390,6 +390,28 @@ export function describeStoreContract(
         expect(jobs[0]?.fence).toBeUndefined();
         expect(jobs[1]?.owner).toBe('instance-a:1');
         expect(typeof jobs[1]?.fence).toBe('number');
+        expect(jobs[0]?.callId).not.toBe(jobs[1]?.callId);
+      });
+
+      it('settles a call with the tokens the upstream reported, freeing or using tpm budget', async () => {
+        const store = await open();
+        const t = baseTime();
+        const big = makeJob({ deviceId: 'd1', id: 'big', priority: 'high', arrivalMs: t, tokenEstimate: 900 });
+        const next = makeJob({ deviceId: 'd1', id: 'next', priority: 'high', arrivalMs: t + 1, tokenEstimate: 500 });
+        await admitAll(store, [big, next]);
+        const first = await store.claim(claimOpts({ tpm: 1000 }), t + 2);
+        expect(ids(first.jobs)).toEqual(['big']); // 900 + 500 > 1000
+        // The upstream used far less than estimated: the rest of the budget opens up.
+        await store.settleTokens((first.jobs[0] as ClaimedJob).callId, 100);
+        expect(ids((await store.claim(claimOpts({ tpm: 1000 }), t + 3)).jobs)).toEqual(['next']);
+        // And a call that used more than estimated takes more budget.
+        const take = await store.takeRate(10, 100, 1000, t + 4);
+        if (!take.ok) throw new Error('expected budget');
+        await store.settleTokens(take.callId, 450);
+        expect((await store.takeRate(10, 100, 1000, t + 5)).ok).toBe(false); // 100 + 500 + 450 + 10 > 1000
+        // Settling a call that left the window changes nothing.
+        await store.settleTokens(take.callId, 0);
+        expect((await store.takeRate(10, 100, 1000, t + 4 + 60_000)).ok).toBe(true);
       });
     });
 

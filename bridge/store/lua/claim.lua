@@ -5,7 +5,7 @@ KEYS[6] deadlines  KEYS[7] depth  KEYS[8] leases  KEYS[9] owners  KEYS[10] locks
 KEYS[11] fences  KEYS[12] calls  KEYS[13] call tokens  KEYS[14] pause  KEYS[15] seq
 ARGV[1] owner  ARGV[2] max jobs  ARGV[3] lease ms  ARGV[4] rpm  ARGV[5] tpm or ''
 ARGV[6] now ms  ARGV[7] rate window ms
-Returns {claimed, expired, retryAt or ''}: claimed = flat {jobJSON, attempts, fence or ''}...,
+Returns {claimed, expired, retryAt or ''}: claimed = flat {jobJSON, attempts, fence or '', callId}...,
 expired = flat {jobJSON, attempts}...
 ]]
 local rcall = redis.call
@@ -95,7 +95,7 @@ while #keys < max and not blocked do
   end
   for prio, delta in pairs(depth) do rcall('HINCRBY', KEYS[7], prio, delta) end
 end
-closeBudget(budget, KEYS[12], KEYS[13], KEYS[15], now, windowMs)
+local callIds = closeBudget(budget, KEYS[12], KEYS[13], KEYS[15], now, windowMs)
 if blocked then
   local top = rcall('ZRANGE', KEYS[1], 0, 0)[1]
   local _, _, _, tokens = parseMember(top)
@@ -108,5 +108,6 @@ for i = 1, #keys do
   claimed[#claimed + 1] = data[i]
   claimed[#claimed + 1] = attempts[i]
   claimed[#claimed + 1] = fences[i]
+  claimed[#claimed + 1] = callIds[i]
 end
 return {claimed, expired, retryAt}

@@ -1,7 +1,7 @@
 --[[ take-rate: one more upstream call's budget (a retry), unless the upstream is paused.
 KEYS[1] calls  KEYS[2] call tokens  KEYS[3] seq  KEYS[4] pause
 ARGV[1] tokens  ARGV[2] rpm  ARGV[3] tpm or ''  ARGV[4] now ms  ARGV[5] window ms
-Returns {1, now} when taken, {0, retryAt} when not.
+Returns {1, callId} when taken, {0, retryAt} when not.
 ]]
 local rcall = redis.call
 --- @include "rate"
@@ -12,7 +12,6 @@ local pausedUntil = tonumber(rcall('GET', KEYS[4]) or '0')
 if pausedUntil > now then return {0, tostring(pausedUntil)} end
 local budget = openBudget(KEYS[1], KEYS[2], now, windowMs)
 if tryBudget(budget, tokens, rpm, tpm) then
-  closeBudget(budget, KEYS[1], KEYS[2], KEYS[3], now, windowMs)
-  return {1, tostring(now)}
+  return {1, closeBudget(budget, KEYS[1], KEYS[2], KEYS[3], now, windowMs)[1]}
 end
 return {0, tostring(budgetFreeAt(budget, KEYS[1], tokens, rpm, tpm, now, windowMs))}

@@ -28,20 +28,23 @@ local function tryBudget(b, tokens, rpm, tpm)
   return false
 end
 
+-- Writes the calls tried in; returns their ids (members), in the order they were taken.
 local function closeBudget(b, kCalls, kTokens, kSeq, now, windowMs)
   local n = #b.taken
-  if n == 0 then return end
+  if n == 0 then return {} end
   local last = rcall('INCRBY', kSeq, n)
-  local args = {}
+  local args, ids = {}, {}
   for i, tokens in ipairs(b.taken) do
+    ids[i] = (last - n + i) .. ':' .. tokens
     args[#args + 1] = now
-    args[#args + 1] = (last - n + i) .. ':' .. tokens
+    args[#args + 1] = ids[i]
   end
   rcall('ZADD', kCalls, unpack(args))
   rcall('INCRBY', kTokens, b.sum)
   rcall('PEXPIRE', kCalls, windowMs * 2)
   rcall('PEXPIRE', kTokens, windowMs * 2)
   b.count, b.weight, b.taken, b.sum = b.count + n, b.weight + b.sum, {}, 0
+  return ids
 end
 
 -- After closeBudget: the earliest time a call of `tokens` would fit.

@@ -1,0 +1,117 @@
+// Helpers for the chaos tests (test/chaos/): devices with persistent sessions that keep
+// reconnecting to a fixed port, a ledger of what was acknowledged and answered, and small
+// probes (readiness, waiting for a condition).
+import mqtt, { type MqttClient } from 'mqtt';
+import { topics } from '../../bridge/contract.js';
+import { sleep } from './harness.js';
+
+/** What a device saw on its result topic, kept raw enough that a malformed reply is visible too. */
+export interface SeenReply {
+  id: string | null;
+  ok: boolean;
+  code: string | undefined;
+  at: number;
+  raw: string;
+}
+
+export interface ChaosDevice {
+  client: MqttClient;
+  deviceId: string;
+  replies: SeenReply[];
+  /** Resolves on PUBACK (QoS 1): "acknowledged". */
+  publish(priority: string, payload: unknown): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface ChaosDeviceOptions {
+  /** clean=false keeps the session (subscription, queued QoS 1 replies) across reconnects. */
+  clean?: boolean;
+  /** 0 = never reconnect. */
+  reconnectPeriod?: number;
+}
+
+/**
+ * A device on `127.0.0.1:{port}` with a fixed client id, subscribed QoS 1 to its result
+ * topic. The message listener is in place before CONNACK, so replies queued in its session
+ * while it was away are not missed. With reconnectPeriod > 0 mqtt.js reconnects by itself
+ * (to the same port) and resends its unacknowledged QoS 1 publishes.
+ */
+export async function connectChaosDevice(port: number, clientId: string, options: ChaosDeviceOptions = {}): Promise<ChaosDevice> {
+  const client = mqtt.connect(`mqtt://127.0.0.1:${port}`, {
+    clientId,
+    clean: options.clean ?? false,
+    reconnectPeriod: options.reconnectPeriod ?? 200,
+    connectTimeout: 2000,
+    keepalive: 30,
+  });
+  const deviceId = clientId.split('.')[0] as string;
+  const replies: SeenReply[] = [];
+  client.on('message', (topic, payload) => {
+    if (topic !== topics.result(deviceId)) return;
+    const raw = payload.toString();
+    let parsed: { id?: unknown; ok?: unknown; error?: { code?: unknown } } = {};
+    try {
+      parsed = JSON.parse(raw) as typeof parsed;
+    } catch {
+      // kept as raw; `ok` false and no code makes it fail any assertion on codes
+    }
+    replies.push({
+      id: typeof parsed.id === 'string' ? parsed.id : null,
+      ok: parsed.ok === true,
+      code: typeof parsed.error?.code === 'string' ? parsed.error.code : undefined,
+      at: Date.now(),
+      raw,
+    });
+  });
+  client.on('error', () => undefined); // reconnect errors while the broker is down are expected
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${clientId}: no CONNACK within 5 s`)), 5000);
+    client.once('connect', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  const granted = await client.subscribeAsync(topics.result(deviceId), { qos: 1 });
+  if (granted[0]?.qos !== 1) throw new Error(`${clientId}: subscription granted ${String(granted[0]?.qos)}`);
+  return {
+    client,
+    deviceId,
+    replies,
+    async publish(priority, payload) {
+      await client.publishAsync(`devices/${deviceId}/infer/${priority}`, JSON.stringify(payload), { qos: 1 });
+    },
+    close: () => client.endAsync(true).then(() => undefined),
+  };
+}
+
+/** Polls `check` every `everyMs` until it is true or `timeoutMs` passed; returns the last result. */
+export async function waitUntil(check: () => boolean, timeoutMs: number, everyMs = 50): Promise<boolean> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    if (check()) return true;
+    if (Date.now() >= until) return false;
+    await sleep(everyMs);
+  }
+}
+
+/** GET /readyz: the HTTP status, or 0 when the request failed. */
+export async function readyz(httpPort: number): Promise<number> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${httpPort}/readyz`, { signal: AbortSignal.timeout(1000) });
+    await res.arrayBuffer();
+    return res.status;
+  } catch {
+    return 0;
+  }
+}
+
+/** Calls counted by the upstream per request id (the tests put the id in the message content). */
+export function upstreamCallsById(requests: Array<{ body: unknown }>): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const r of requests) {
+    const body = r.body as { messages?: Array<{ content?: unknown }> } | null;
+    const content = body?.messages?.[0]?.content;
+    if (typeof content === 'string') counts.set(content, (counts.get(content) ?? 0) + 1);
+  }
+  return counts;
+}

@@ -180,7 +180,7 @@ export class Scheduler {
     const { job, abort } = entry;
     const log = this.logger.child({ reqId: job.id, deviceId: job.deviceId });
     const lock = job.request.lock;
-    if (lock !== undefined) log.debug({ lock, fence: job.fence }, 'lock granted');
+    if (lock !== undefined) log.info({ lock, fence: job.fence }, 'lock granted');
     let reply: Reply;
     let deadLetter = false;
     try {

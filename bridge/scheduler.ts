@@ -192,7 +192,11 @@ export class Scheduler {
         deadline: job.deadlineMs,
         maxAttempts: Math.max(1, this.config.maxAttempts - job.attempts),
         beforeAttempt: (attempt) => this.beforeAttempt(entry, attempt),
-        onRateLimited: (retryAfterMs) => void this.store.pauseUpstream(this.clock() + retryAfterMs),
+        onRateLimited: (retryAfterMs) => {
+          this.store.pauseUpstream(this.clock() + retryAfterMs).catch((err: unknown) => {
+            log.warn({ err }, 'could not pause the upstream for the fleet');
+          });
+        },
         signal: abort.signal,
       });
       reply = okReply(job, result, job.attempts, claimedAt, this.clock());

@@ -1,0 +1,174 @@
+// CONFIG_FILE: what the environment cannot say well — more providers, the chain order, a
+// model map, routing by priority, prices. Validated with zod; a bad file stops the start
+// with one line naming CONFIG_FILE and the offending path in the JSON.
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { ConfigError, type Config } from './config.js';
+import { PRIORITIES, type Priority } from './contract.js';
+
+const httpUrl = z.string().refine((v) => {
+  try {
+    return ['http:', 'https:'].includes(new URL(v).protocol);
+  } catch {
+    return false;
+  }
+}, 'must be an http(s) URL');
+
+const ProviderSchema = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/, 'must be 1 to 32 characters of A-Za-z0-9_-'),
+  url: httpUrl,
+  /** Keys in the file itself; prefer apiKeysEnv, which keeps secrets out of files. */
+  apiKeys: z.array(z.string().min(1)).default([]),
+  /** The name of an environment variable holding comma-separated keys. */
+  apiKeysEnv: z.string().min(1).optional(),
+  /** The model this provider uses when neither the request nor a route names one. */
+  model: z.string().min(1).optional(),
+  /** Per attempt; default UPSTREAM_TIMEOUT_MS. */
+  timeoutMs: z.number().int().positive().optional(),
+  connectTimeoutMs: z.number().int().positive().optional(),
+  /** Sockets to this provider; default MAX_CONCURRENCY. */
+  connections: z.number().int().positive().optional(),
+});
+
+const RouteSchema = z.strictObject({
+  provider: z.string().min(1).optional(),
+  model: z.string().min(1).optional(),
+});
+
+const PriceSchema = z.strictObject({
+  inputPerMillion: z.number().nonnegative(),
+  outputPerMillion: z.number().nonnegative(),
+});
+
+const BreakerSchema = z.strictObject({
+  /** Consecutive failed attempts that open the circuit. */
+  consecutiveFailures: z.number().int().positive().default(5),
+  /** Or: this share of failed attempts within windowMs (once minCalls were made). */
+  errorRate: z.number().gt(0).max(1).default(0.5),
+  windowMs: z.number().int().positive().default(30_000),
+  minCalls: z.number().int().positive().default(20),
+});
+
+export const ConfigFileSchema = z.strictObject({
+  providers: z.array(ProviderSchema).default([]),
+  /** Provider names in the order they are tried; default: primary, fallback, then `providers`. */
+  chain: z.array(z.string().min(1)).min(1).optional(),
+  /** Requested model → the provider (and its model name) that serves it. */
+  models: z.record(z.string().min(1), RouteSchema).default({}),
+  /** Priority class → provider and/or model, e.g. `low` to a cheaper model. */
+  routing: z.partialRecord(z.enum(PRIORITIES), RouteSchema).default({}),
+  /** Model → price per million input and output tokens, for the cost estimate. */
+  prices: z.record(z.string().min(1), PriceSchema).default({}),
+  cache: z.strictObject({ allowTemperature: z.boolean().default(false) }).default({ allowTemperature: false }),
+  breaker: BreakerSchema.default({ consecutiveFailures: 5, errorRate: 0.5, windowMs: 30_000, minCalls: 20 }),
+});
+
+export type ConfigFile = z.infer<typeof ConfigFileSchema>;
+export type Price = z.infer<typeof PriceSchema>;
+export type BreakerSettings = z.infer<typeof BreakerSchema>;
+
+export interface ProviderSettings {
+  name: string;
+  baseUrl: string;
+  apiKeys: string[];
+  model: string | undefined;
+  timeoutMs: number;
+  connectTimeoutMs: number | undefined;
+  connections: number;
+}
+
+export interface Route {
+  provider: string | undefined;
+  model: string | undefined;
+}
+
+/** Everything about upstreams, from the environment and CONFIG_FILE together. */
+export interface UpstreamSettings {
+  /** In the order they are tried. */
+  chain: ProviderSettings[];
+  models: Record<string, Route>;
+  routing: Partial<Record<Priority, Route>>;
+  prices: Record<string, Price>;
+  cacheAllowsTemperature: boolean;
+  breaker: BreakerSettings;
+  defaultModel: string;
+}
+
+export function readConfigFile(path: string | undefined): ConfigFile {
+  if (path === undefined) return ConfigFileSchema.parse({});
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new ConfigError('CONFIG_FILE', `${path} is not readable JSON: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const parsed = ConfigFileSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue?.path.length ? issue.path.map(String).join('.') : '(top level)';
+    throw new ConfigError('CONFIG_FILE', `${path}: ${where}: ${issue?.message ?? 'invalid'}`);
+  }
+  return parsed.data;
+}
+
+/**
+ * Resolves the provider chain: `primary` from UPSTREAM_*, `fallback` from FALLBACK_*, then
+ * the file's providers; checks that every name the file refers to exists.
+ */
+export function upstreamSettings(
+  config: Pick<
+    Config,
+    | 'upstreamApiKeys'
+    | 'upstreamModel'
+    | 'fallbackUrl'
+    | 'fallbackApiKeys'
+    | 'fallbackModel'
+    | 'upstreamTimeoutMs'
+    | 'maxConcurrency'
+  > & { upstreamUrl: string },
+  file: ConfigFile,
+  env: NodeJS.ProcessEnv = process.env,
+): UpstreamSettings {
+  const base = { timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: undefined, connections: config.maxConcurrency };
+  const all: ProviderSettings[] = [
+    { name: 'primary', baseUrl: config.upstreamUrl, apiKeys: config.upstreamApiKeys, model: undefined, ...base },
+  ];
+  if (config.fallbackUrl !== undefined) {
+    all.push({ name: 'fallback', baseUrl: config.fallbackUrl, apiKeys: config.fallbackApiKeys, model: config.fallbackModel, ...base });
+  }
+  for (const p of file.providers) {
+    if (all.some((q) => q.name === p.name)) throw new ConfigError('CONFIG_FILE', `providers: name "${p.name}" is used twice`);
+    const fromEnv = p.apiKeysEnv === undefined ? [] : (env[p.apiKeysEnv] ?? '').split(',').map((k) => k.trim()).filter(Boolean);
+    if (p.apiKeysEnv !== undefined && fromEnv.length === 0) {
+      throw new ConfigError('CONFIG_FILE', `providers.${p.name}.apiKeysEnv: ${p.apiKeysEnv} is not set`);
+    }
+    all.push({
+      name: p.name,
+      baseUrl: p.url,
+      apiKeys: [...p.apiKeys, ...fromEnv],
+      model: p.model,
+      timeoutMs: p.timeoutMs ?? base.timeoutMs,
+      connectTimeoutMs: p.connectTimeoutMs,
+      connections: p.connections ?? base.connections,
+    });
+  }
+  const byName = (name: string, where: string): ProviderSettings => {
+    const found = all.find((p) => p.name === name);
+    if (!found) throw new ConfigError('CONFIG_FILE', `${where}: unknown provider "${name}" (known: ${all.map((p) => p.name).join(', ')})`);
+    return found;
+  };
+  const chain = file.chain ? file.chain.map((name, i) => byName(name, `chain.${i}`)) : all;
+  const route = (r: { provider?: string | undefined; model?: string | undefined }, where: string): Route => {
+    if (r.provider !== undefined) byName(r.provider, `${where}.provider`);
+    return { provider: r.provider, model: r.model };
+  };
+  return {
+    chain,
+    models: Object.fromEntries(Object.entries(file.models).map(([m, r]) => [m, route(r, `models.${m}`)])),
+    routing: Object.fromEntries(Object.entries(file.routing).map(([p, r]) => [p, route(r, `routing.${p}`)])),
+    prices: file.prices,
+    cacheAllowsTemperature: file.cache.allowTemperature,
+    breaker: file.breaker,
+    defaultModel: config.upstreamModel,
+  };
+}

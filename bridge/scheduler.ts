@@ -187,6 +187,8 @@ export class Scheduler {
       const result = await this.upstream.call({
         requestId: job.id,
         deviceId: job.deviceId,
+        priority: job.priority,
+        requestedModel: job.request.model,
         body: buildUpstreamBody(job.request, this.config.upstreamModel),
         headers: lock === undefined ? {} : { 'X-Lock-Key': lock, 'X-Lock-Fence': String(job.fence) },
         deadline: job.deadlineMs,

@@ -22,6 +22,10 @@
 //   {p}:dlq        list   dead-letter entries (JSON {job, reply, atMs})
 //   {p}:idem:{deviceId}/{id}  hash  state pending|done, exp, reply — the idempotency record
 //   {p}:dev:{deviceId}        zset  the device's admissions in the last minute
+//   {p}:cache:{sha256}        string  a cached successful reply (PX = CACHE_TTL_S)
+//   {p}:flight:{sha256}       hash  coalescing: leader job key and the followers waiting on it
+//   {p}:usage:{hour}          hash  token and cost totals of one hour (by device, model, priority)
+//   {p}:breaker:{provider}    hash  the provider's circuit state, shared by every instance
 //
 // lockId is the SHA-1 of the request's `lock`, so any lock string is safe inside members.
 import { createHash } from 'node:crypto';
@@ -47,6 +51,10 @@ export function redisKeys(prefix: string) {
     dlq: `${p}:dlq`,
     idem: (jobKey: string) => `${p}:idem:${jobKey}`,
     device: (deviceId: string) => `${p}:dev:${deviceId}`,
+    cache: (hash: string) => `${p}:cache:${hash}`,
+    flight: (hash: string) => `${p}:flight:${hash}`,
+    usage: (hour: string) => `${p}:usage:${hour}`,
+    breaker: (provider: string) => `${p}:breaker:${provider}`,
     /** Matches every key of the deployment (tests clean up with it). */
     pattern: `${p}:*`,
   };

@@ -2,7 +2,7 @@
 // rotation, 429 handling and deadlines live here so the scheduler only sees a result or a
 // BridgeError with a contract code.
 import { Pool } from 'undici';
-import type { ChatMessage, Usage } from '../contract.js';
+import type { ChatMessage, Priority, Usage } from '../contract.js';
 import { BridgeError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { backoffDelayMs, parseRetryAfterMs, type BackoffOptions } from './backoff.js';
@@ -31,6 +31,10 @@ export interface UpstreamClientOptions {
 export interface UpstreamCall {
   requestId: string;
   deviceId: string;
+  /** For routing by priority (CONFIG_FILE `routing`). */
+  priority: Priority;
+  /** The model the request named, if any (body.model falls back to UPSTREAM_MODEL). */
+  requestedModel: string | undefined;
   /** Already built (see buildUpstreamBody): model + messages + passthrough fields. */
   body: { model: string; messages: ChatMessage[]; [k: string]: unknown };
   /** Extra headers, e.g. X-Lock-Key / X-Lock-Fence. */

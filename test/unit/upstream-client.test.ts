@@ -110,6 +110,8 @@ function call(extra: Partial<UpstreamCall> = {}): UpstreamCall {
   return {
     requestId: 'r-1',
     deviceId: 'cam-1',
+    priority: 'normal',
+    requestedModel: undefined,
     body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] },
     ...extra,
   };

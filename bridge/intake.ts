@@ -2,18 +2,32 @@
 // reply. It runs inside the broker's authorizePublish, so the device's PUBACK is sent only
 // after admission returned: "acknowledged" means "admitted" (DESIGN.md).
 import type { Config } from './config.js';
-import { InferRequestSchema, type InferTopic, type Priority } from './contract.js';
+import { cacheKeyOf, type CachePolicy } from './cache-key.js';
+import { InferRequestSchema, type InferTopic, type OkReply, type Priority } from './contract.js';
 import { BridgeError, errorReply, toBridgeError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { Results } from './results.js';
-import { jobKey, type Job, type Store } from './store/types.js';
+import { jobKey, type CachedAnswer, type Job, type Store } from './store/types.js';
 
 export type IntakeConfig = Pick<
   Config,
-  'maxPayloadBytes' | 'deviceRateLimitRpm' | 'queueMax' | 'priorityOffsetsMs'
+  'maxPayloadBytes' | 'deviceRateLimitRpm' | 'queueMax' | 'priorityOffsetsMs' | 'idempotencyTtlS'
 >;
 
-export type IntakeOutcome = 'queued' | 'duplicate' | 'rejected';
+export type IntakeOutcome = 'queued' | 'cached' | 'duplicate' | 'rejected';
+
+export interface IntakeDeps {
+  config: IntakeConfig;
+  store: Store;
+  results: Results;
+  logger: Logger;
+  cache: CachePolicy;
+  /** Where routing sends a priority class, so differently routed requests never share answers. */
+  routeOf: (priority: Priority) => string;
+  /** A request was queued: the scheduler may claim it. */
+  onQueued: () => void;
+  clock?: () => number;
+}
 
 /** Tokens of a default completion when a request names no max_tokens, for the TPM estimate. */
 const DEFAULT_COMPLETION_TOKENS = 256;
@@ -23,15 +37,16 @@ const ID_SNIFF_BYTES = 1024;
 
 export class Intake {
   private accepting = true;
+  private readonly config: IntakeConfig;
+  private readonly store: Store;
+  private readonly results: Results;
+  private readonly logger: Logger;
+  private readonly clock: () => number;
 
-  constructor(
-    private readonly config: IntakeConfig,
-    private readonly store: Store,
-    private readonly results: Results,
-    private readonly logger: Logger,
-    private readonly onQueued: () => void,
-    private readonly clock: () => number = Date.now,
-  ) {}
+  constructor(private readonly deps: IntakeDeps) {
+    ({ config: this.config, store: this.store, results: this.results, logger: this.logger } = deps);
+    this.clock = deps.clock ?? Date.now;
+  }
 
   /** Shutdown: later requests are answered `unavailable`. */
   stop(): void {
@@ -93,18 +108,24 @@ export class Intake {
       deadlineMs: request.ttl_ms === undefined ? undefined : arrivalMs + request.ttl_ms,
       tokenEstimate: Math.ceil(payloadBytes / 4) + (request.max_tokens ?? DEFAULT_COMPLETION_TOKENS),
       attempts: 0,
+      cacheKey: cacheKeyOf(request, this.deps.cache, this.deps.routeOf(priority)),
     };
-    const result = await this.store.admit(
-      job,
-      { deviceRpm: this.config.deviceRateLimitRpm, queueMax: this.config.queueMax },
-      arrivalMs,
-    );
+    const limits = { deviceRpm: this.config.deviceRateLimitRpm, queueMax: this.config.queueMax };
+    const cached = job.cacheKey === undefined ? undefined : await this.store.cacheGet(job.cacheKey, arrivalMs);
+    const answer = cached && cachedReply(job, cached, this.clock() - arrivalMs);
+    const result = answer
+      ? await this.store.admitAnswered(job, answer, limits, this.config.idempotencyTtlS, arrivalMs)
+      : await this.store.admit(job, limits, arrivalMs);
     const log = this.logger.child({ deviceId, reqId: request.id });
     switch (result.kind) {
       case 'queued':
         log.debug({ priority }, 'request queued');
-        this.onQueued();
+        this.deps.onQueued();
         return 'queued';
+      case 'answered':
+        log.debug({ priority }, 'request answered from the cache');
+        if (answer) await this.results.send(deviceId, answer);
+        return 'cached';
       case 'duplicate_pending':
         log.info('duplicate of a request still queued or in flight: its one reply answers both');
         return 'duplicate';
@@ -122,6 +143,23 @@ export class Intake {
         throw new BridgeError('queue_full', `the queue is full (QUEUE_MAX ${this.config.queueMax})`);
     }
   }
+}
+
+/** A cached answer as this request's reply: its own id and priority, no upstream work. */
+function cachedReply(job: Job, answer: CachedAnswer, elapsedMs: number): OkReply {
+  const reply: OkReply = {
+    id: job.id,
+    ok: true,
+    model: answer.model,
+    content: answer.content,
+    finish_reason: answer.finish_reason,
+    cached: true,
+    attempts: 0,
+    priority: job.priority,
+    timing: { queued_ms: 0, upstream_ms: 0, total_ms: Math.max(0, elapsedMs) },
+  };
+  if (answer.usage) reply.usage = answer.usage;
+  return reply;
 }
 
 function readId(body: unknown): string | null {

@@ -7,14 +7,25 @@ import type { OkReply, Reply } from './contract.js';
 import { BridgeError, errorReply, toBridgeError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { Results } from './results.js';
-import type { ClaimedJob, Job, Store } from './store/types.js';
+import type { Price } from './config-file.js';
+import type { CachedAnswer, ClaimedJob, Job, Store } from './store/types.js';
 import { buildUpstreamBody } from './upstream/body.js';
 import type { UpstreamCall, UpstreamResult } from './upstream/client.js';
 
 export type SchedulerConfig = Pick<
   Config,
-  'maxConcurrency' | 'upstreamTimeoutMs' | 'rateLimitRpm' | 'rateLimitTpm' | 'maxAttempts' | 'idempotencyTtlS' | 'upstreamModel'
->;
+  | 'maxConcurrency'
+  | 'upstreamTimeoutMs'
+  | 'rateLimitRpm'
+  | 'rateLimitTpm'
+  | 'maxAttempts'
+  | 'idempotencyTtlS'
+  | 'upstreamModel'
+  | 'cacheTtlS'
+> & {
+  /** Model → price per million tokens (CONFIG_FILE `prices`), for the usage's cost. */
+  prices: Record<string, Price>;
+};
 
 export interface Upstream {
   call(call: UpstreamCall): Promise<UpstreamResult>;
@@ -26,6 +37,8 @@ const DEAD_LETTER_CODES = new Set(['upstream_error', 'upstream_timeout', 'intern
 const IDLE_POLL_MS = 100;
 const REAP_EVERY_MS = 2000;
 const STORE_RETRY_MS = 1000;
+/** How often a request waiting on an identical one in flight looks for its answer. */
+const FOLLOW_POLL_MS = 25;
 /** A lease outlives one attempt by this much (CONTRACT guarantee 1: takeover within timeout + 5 s). */
 const LEASE_MARGIN_MS = 5000;
 
@@ -183,7 +196,17 @@ export class Scheduler {
     if (lock !== undefined) log.info({ lock, fence: job.fence }, 'lock granted');
     let reply: Reply;
     let deadLetter = false;
+    let leading = false;
     try {
+      if (job.cacheKey !== undefined) {
+        const shared = await this.followOrLead(entry, job.cacheKey);
+        if (shared) {
+          log.debug('answered by an identical request in flight');
+          await this.finish(job, sharedReply(job, shared, claimedAt, this.clock()), false, log, abort.signal);
+          return;
+        }
+        leading = true;
+      }
       const result = await this.upstream.call({
         requestId: job.id,
         deviceId: job.deviceId,
@@ -202,11 +225,7 @@ export class Scheduler {
         signal: abort.signal,
       });
       reply = okReply(job, result, job.attempts, claimedAt, this.clock());
-      if (result.usage && this.config.rateLimitTpm !== undefined) {
-        await this.store.settleTokens(entry.callId, result.usage.total_tokens).catch((err: unknown) => {
-          log.warn({ err }, 'could not settle the call\'s tokens; its estimate stands');
-        });
-      }
+      await this.afterAnswer(entry, result, log);
       log.debug({ attempts: reply.attempts, upstreamMs: result.upstreamMs }, 'request answered');
     } catch (err) {
       if (err instanceof LeaseLost) {
@@ -219,8 +238,56 @@ export class Scheduler {
       if (error.code === 'internal') log.error({ err }, 'request failed');
       else log.warn({ code: error.code }, `request failed: ${error.message}`);
       reply = errorReply(job.id, error, job.priority);
+    } finally {
+      // Identical requests waiting on this one now find the answer in the cache, or lead.
+      if (leading && job.cacheKey !== undefined) await this.store.unlead(job.cacheKey, job.key).catch(() => undefined);
     }
     await this.finish(job, reply, deadLetter, log, abort.signal);
+  }
+
+  /**
+   * Coalescing: the first of identical requests calls the upstream; the others wait for its
+   * answer in the cache (holding their leases) and lead in turn if it fails.
+   */
+  private async followOrLead(entry: Running, cacheKey: string): Promise<CachedAnswer | undefined> {
+    const { job } = entry;
+    for (;;) {
+      const now = this.clock();
+      const cached = await this.store.cacheGet(cacheKey, now);
+      if (cached) return cached;
+      if ((await this.store.lead(cacheKey, job.key, this.leaseMs, now)) === job.key) return undefined;
+      await sleep(FOLLOW_POLL_MS, undefined, { signal: entry.abort.signal });
+      if (entry.leaseLost) throw new LeaseLost();
+    }
+  }
+
+  /** Bookkeeping of an upstream answer: real token count, the cache, usage and cost. */
+  private async afterAnswer(entry: Running, result: UpstreamResult, log: Logger): Promise<void> {
+    const { job } = entry;
+    const now = this.clock();
+    const steps: Array<Promise<void>> = [];
+    if (result.usage && this.config.rateLimitTpm !== undefined) {
+      steps.push(this.store.settleTokens(entry.callId, result.usage.total_tokens));
+    }
+    if (job.cacheKey !== undefined) {
+      const answer: CachedAnswer = { model: result.model, content: result.content, finish_reason: result.finish_reason, usage: result.usage };
+      steps.push(this.store.cacheSet(job.cacheKey, answer, this.config.cacheTtlS * 1000, now));
+    }
+    if (result.usage) {
+      const { prompt_tokens: promptTokens, completion_tokens: completionTokens } = result.usage;
+      const price = this.config.prices[result.model];
+      const costUsd = price ? (promptTokens * price.inputPerMillion + completionTokens * price.outputPerMillion) / 1e6 : 0;
+      steps.push(
+        this.store.recordUsage(
+          { deviceId: job.deviceId, model: result.model, priority: job.priority, promptTokens, completionTokens, costUsd },
+          now,
+        ),
+      );
+    }
+    for (const outcome of await Promise.allSettled(steps)) {
+      // None of these may cost the device its answer.
+      if (outcome.status === 'rejected') log.warn({ err: outcome.reason }, 'could not record the answer\'s usage or cache entry');
+    }
   }
 
   /** Runs before every upstream attempt: the lease must cover the whole attempt, and a retry needs rate budget. */
@@ -318,6 +385,23 @@ export class Scheduler {
       this.logger.warn({ err }, 'reap failed');
     }
   }
+}
+
+/** An identical request's answer as this request's reply: its own id, no upstream call of its own. */
+function sharedReply(job: Job, answer: CachedAnswer, claimedAt: number, now: number): OkReply {
+  const reply: OkReply = {
+    id: job.id,
+    ok: true,
+    model: answer.model,
+    content: answer.content,
+    finish_reason: answer.finish_reason,
+    cached: true,
+    attempts: 0,
+    priority: job.priority,
+    timing: { queued_ms: Math.max(0, claimedAt - job.arrivalMs), upstream_ms: 0, total_ms: Math.max(0, now - job.arrivalMs) },
+  };
+  if (answer.usage) reply.usage = answer.usage;
+  return reply;
 }
 
 function okReply(job: Job, result: UpstreamResult, priorAttempts: number, claimedAt: number, now: number): OkReply {

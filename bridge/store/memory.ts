@@ -2,7 +2,12 @@
 // whole step synchronously, so each step is atomic just as a Lua script is in Redis.
 import { PRIORITIES, type Priority, type Reply } from '../contract.js';
 import { SlidingWindow } from './sliding-window.js';
+import { addMetric, addRecord, emptyReport, hourOf, hoursBetween } from './usage-report.js';
 import type {
+  CachedAnswer,
+  UsageRecord,
+  UsageReport,
+  UsageTotals,
   AdmitLimits,
   AdmitResult,
   ClaimedJob,
@@ -14,10 +19,12 @@ import type {
   RateTake,
   Store,
 } from './types.js';
-import { replayedJob } from './types.js';
+import { HOUR_MS, replayedJob } from './types.js';
 
 const MINUTE_MS = 60_000;
 const SWEEP_EVERY = 4096;
+/** Usage hours are kept about a week, like the Redis store's hourly buckets. */
+const USAGE_KEEP_MS = 8 * 24 * 3_600_000;
 
 type Record_ = { state: 'pending' } | { state: 'done'; reply: Reply; expiresAt: number };
 
@@ -54,6 +61,9 @@ export class MemoryStore implements Store {
   private readonly parked = new Map<string, Queued[]>();
   private readonly dlq: DeadLetter[] = [];
   private pausedUntil = 0;
+  private readonly cache = new Map<string, { answer: CachedAnswer; expiresAt: number }>();
+  private readonly flights = new Map<string, { jobKey: string; expiresAt: number }>();
+  private readonly usageByHour = new Map<number, UsageReport>();
   private admissions = 0;
 
   async admit(job: Job, limits: AdmitLimits, now: number): Promise<AdmitResult> {
@@ -211,6 +221,65 @@ export class MemoryStore implements Store {
     return this.dlq.splice(0).length;
   }
 
+  async admitAnswered(job: Job, reply: Reply, limits: AdmitLimits, ttlS: number, now: number): Promise<AdmitResult> {
+    const record = this.records.get(job.key);
+    if (record?.state === 'pending') return { kind: 'duplicate_pending' };
+    if (record?.state === 'done' && record.expiresAt > now) return { kind: 'duplicate_done', reply: record.reply };
+    const window = this.deviceWindow(job.deviceId);
+    if (window.count(now) >= limits.deviceRpm) {
+      return { kind: 'rate_limited', retryAfterMs: window.freeAt(limits.deviceRpm, now) - now };
+    }
+    window.add(now, 1);
+    this.records.set(job.key, { state: 'done', reply, expiresAt: now + ttlS * 1000 });
+    return { kind: 'answered' };
+  }
+
+  async cacheGet(cacheKey: string, now: number): Promise<CachedAnswer | undefined> {
+    const entry = this.cache.get(cacheKey);
+    return entry && entry.expiresAt > now ? entry.answer : undefined;
+  }
+
+  async cacheSet(cacheKey: string, answer: CachedAnswer, ttlMs: number, now: number): Promise<void> {
+    this.cache.set(cacheKey, { answer, expiresAt: now + ttlMs });
+  }
+
+  async lead(cacheKey: string, jobKey: string, leaseMs: number, now: number): Promise<string> {
+    const flight = this.flights.get(cacheKey);
+    if (flight && flight.jobKey !== jobKey && flight.expiresAt > now) return flight.jobKey;
+    this.flights.set(cacheKey, { jobKey, expiresAt: now + leaseMs });
+    return jobKey;
+  }
+
+  async unlead(cacheKey: string, jobKey: string): Promise<void> {
+    if (this.flights.get(cacheKey)?.jobKey === jobKey) this.flights.delete(cacheKey);
+  }
+
+  async recordUsage(record: UsageRecord, now: number): Promise<void> {
+    const hour = hourOf(now);
+    let report = this.usageByHour.get(hour);
+    if (!report) {
+      report = emptyReport(hour, hour + HOUR_MS - 1);
+      this.usageByHour.set(hour, report);
+    }
+    addRecord(report, record);
+  }
+
+  async usage(fromMs: number, toMs: number): Promise<UsageReport> {
+    const report = emptyReport(fromMs, toMs);
+    for (const hour of hoursBetween(fromMs, toMs)) {
+      const kept = this.usageByHour.get(hour);
+      if (!kept) continue;
+      for (const dimension of ['byDevice', 'byModel', 'byPriority'] as const) {
+        for (const [name, totals] of Object.entries(kept[dimension])) {
+          for (const metric of Object.keys(totals) as Array<keyof UsageTotals>) {
+            addMetric(report, dimension, name, metric, totals[metric]);
+          }
+        }
+      }
+    }
+    return report;
+  }
+
   async close(): Promise<void> {}
 
   private queuedCount(): number {
@@ -283,5 +352,7 @@ export class MemoryStore implements Store {
   private sweep(now: number): void {
     for (const [deviceId, window] of this.deviceWindows) if (window.count(now) === 0) this.deviceWindows.delete(deviceId);
     for (const [key, record] of this.records) if (record.state === 'done' && record.expiresAt <= now) this.records.delete(key);
+    for (const [key, entry] of this.cache) if (entry.expiresAt <= now) this.cache.delete(key);
+    for (const hour of this.usageByHour.keys()) if (hour < now - USAGE_KEEP_MS) this.usageByHour.delete(hour);
   }
 }

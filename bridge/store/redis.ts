@@ -5,7 +5,11 @@ import { PRIORITIES, ReplySchema, type Priority, type Reply } from '../contract.
 import { BridgeError } from '../errors.js';
 import { LuaScript, type LuaArg } from './lua-script.js';
 import { lockId, redisKeys, type RedisKeys } from './redis-keys.js';
+import { addMetric, emptyReport, hourOf, hoursBetween, type UsageDimension, type UsageMetric } from './usage-report.js';
 import type {
+  CachedAnswer,
+  UsageRecord,
+  UsageReport,
   AdmitLimits,
   AdmitResult,
   ClaimedJob,
@@ -17,7 +21,7 @@ import type {
   RateTake,
   Store,
 } from './types.js';
-import { replayedJob } from './types.js';
+import { HOUR_MS, replayedJob } from './types.js';
 
 const WINDOW_MS = 60_000;
 /** Leases handled per reap call, so one call never blocks Redis for long. */
@@ -35,7 +39,16 @@ const scripts = {
   drain: new LuaScript('drain'),
   replay: new LuaScript('replay'),
   settle: new LuaScript('settle'),
+  admitAnswered: new LuaScript('admit-answered'),
+  lead: new LuaScript('lead'),
+  unlead: new LuaScript('unlead'),
+  usage: new LuaScript('usage'),
 };
+
+/** Usage hours are kept about a week (a backstop; reports read what is there). */
+const USAGE_KEEP_MS = 8 * 24 * HOUR_MS;
+const USAGE_DIMENSIONS: Record<string, UsageDimension> = { d: 'byDevice', m: 'byModel', p: 'byPriority' };
+const USAGE_METRICS: Record<string, UsageMetric> = { r: 'requests', p: 'promptTokens', c: 'completionTokens', usd: 'costUsd' };
 
 export interface RedisStoreOptions {
   /** The deployment's key prefix; every key carries it as a hash tag. */
@@ -222,6 +235,71 @@ export class RedisStore implements Store {
   async purgeDeadLetters(): Promise<number> {
     const result = await this.guard(this.redis.multi().llen(this.keys.dlq).del(this.keys.dlq).exec());
     return Number(result?.[0]?.[1] ?? 0);
+  }
+
+  async admitAnswered(job: Job, reply: Reply, limits: AdmitLimits, ttlS: number, now: number): Promise<AdmitResult> {
+    const k = this.keys;
+    const result = (await this.run(
+      scripts.admitAnswered,
+      [k.idem(job.key), k.device(job.deviceId), k.seq],
+      [JSON.stringify(reply), limits.deviceRpm, now, ttlS * 1000],
+    )) as [string, string?];
+    switch (result[0]) {
+      case 'answered':
+      case 'duplicate_pending':
+        return { kind: result[0] };
+      case 'duplicate_done':
+        return { kind: 'duplicate_done', reply: parseReply(result[1]) };
+      case 'rate_limited':
+        return { kind: 'rate_limited', retryAfterMs: Number(result[1]) };
+      default:
+        throw new BridgeError('internal', `admit-answered answered ${String(result[0])}`);
+    }
+  }
+
+  async cacheGet(cacheKey: string, now: number): Promise<CachedAnswer | undefined> {
+    const raw = await this.guard(this.redis.get(this.keys.cache(cacheKey)));
+    if (raw === null) return undefined;
+    const { expiresAt, answer } = JSON.parse(raw) as { expiresAt: number; answer: CachedAnswer };
+    return expiresAt > now ? answer : undefined;
+  }
+
+  async cacheSet(cacheKey: string, answer: CachedAnswer, ttlMs: number, now: number): Promise<void> {
+    const value = JSON.stringify({ expiresAt: now + ttlMs, answer });
+    await this.guard(this.redis.set(this.keys.cache(cacheKey), value, 'PX', ttlMs));
+  }
+
+  async lead(cacheKey: string, jobKey: string, leaseMs: number, now: number): Promise<string> {
+    return (await this.run(scripts.lead, [this.keys.flight(cacheKey)], [jobKey, leaseMs, now])) as string;
+  }
+
+  async unlead(cacheKey: string, jobKey: string): Promise<void> {
+    await this.run(scripts.unlead, [this.keys.flight(cacheKey)], [jobKey]);
+  }
+
+  async recordUsage(record: UsageRecord, now: number): Promise<void> {
+    await this.run(
+      scripts.usage,
+      [this.keys.usage(String(hourOf(now)))],
+      [record.deviceId, record.model, record.priority, record.promptTokens, record.completionTokens, record.costUsd, USAGE_KEEP_MS],
+    );
+  }
+
+  async usage(fromMs: number, toMs: number): Promise<UsageReport> {
+    const report = emptyReport(fromMs, toMs);
+    const hours = hoursBetween(fromMs, toMs);
+    const pipeline = this.redis.pipeline();
+    for (const hour of hours) pipeline.hgetall(this.keys.usage(String(hour)));
+    const results = (await this.guard(pipeline.exec())) ?? [];
+    for (const [, fields] of results) {
+      for (const [field, value] of Object.entries((fields ?? {}) as Record<string, string>)) {
+        const [dim, name, metric] = field.split('\t');
+        const dimension = USAGE_DIMENSIONS[dim ?? ''];
+        const key = USAGE_METRICS[metric ?? ''];
+        if (dimension && key && name !== undefined) addMetric(report, dimension, name, key, Number(value));
+      }
+    }
+    return report;
   }
 
   async close(): Promise<void> {}

@@ -1,7 +1,7 @@
 // The coordination interface. `memory` serves one instance; a Redis implementation will
 // serve a fleet (issue 3). Intake, scheduler and results only ever see this interface, and
 // one contract suite (test/store/) runs against every implementation.
-import type { InferRequest, Priority, Reply } from '../contract.js';
+import type { InferRequest, Priority, Reply, Usage } from '../contract.js';
 
 /** A request as it waits in the queue. Plain data: it must survive a JSON round trip. */
 export interface Job {
@@ -20,6 +20,11 @@ export interface Job {
   tokenEstimate: number;
   /** Upstream attempts already spent by earlier holders whose lease expired. */
   attempts: number;
+  /**
+   * SHA-256 of the canonical request when it may be answered from the cache and share an
+   * in-flight call with identical requests; undefined for `cache: false` and the like.
+   */
+  cacheKey?: string | undefined;
 }
 
 /** A job an instance holds: leased to `owner`, and holding its lock (with fencing number) if it names one. */
@@ -42,7 +47,45 @@ export type AdmitResult =
   /** Same (deviceId, id) already answered: publish this stored reply again. */
   | { kind: 'duplicate_done'; reply: Reply }
   | { kind: 'rate_limited'; retryAfterMs: number }
-  | { kind: 'queue_full' };
+  | { kind: 'queue_full' }
+  /** admitAnswered only: the reply was recorded; publish it. */
+  | { kind: 'answered' };
+
+/** What the response cache keeps of a successful answer (the rest is per request). */
+export interface CachedAnswer {
+  model: string;
+  content: string | null;
+  finish_reason: string | null;
+  usage?: Usage | undefined;
+}
+
+/** Tokens and estimated cost, as totals. */
+export interface UsageTotals {
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+  costUsd: number;
+}
+
+export interface UsageRecord {
+  deviceId: string;
+  model: string;
+  priority: Priority;
+  promptTokens: number;
+  completionTokens: number;
+  costUsd: number;
+}
+
+export interface UsageReport {
+  fromMs: number;
+  toMs: number;
+  total: UsageTotals;
+  byDevice: Record<string, UsageTotals>;
+  byModel: Record<string, UsageTotals>;
+  byPriority: Record<string, UsageTotals>;
+}
+
+export const HOUR_MS = 3_600_000;
 
 export interface ClaimOptions {
   owner: string;
@@ -131,6 +174,30 @@ export interface Store {
 
   /** Empties the dead-letter list; returns how many entries it held. */
   purgeDeadLetters(): Promise<number>;
+  // --- response cache, coalescing, usage ---------------------------------------------
+
+  /**
+   * Like admit, for a request answered from the cache: idempotency record and device quota
+   * in one step, then the reply is recorded as the answer (no queueing).
+   */
+  admitAnswered(job: Job, reply: Reply, limits: AdmitLimits, ttlS: number, now: number): Promise<AdmitResult>;
+
+  cacheGet(cacheKey: string, now: number): Promise<CachedAnswer | undefined>;
+  cacheSet(cacheKey: string, answer: CachedAnswer, ttlMs: number, now: number): Promise<void>;
+
+  /**
+   * Coalescing: makes `jobKey` the one job calling the upstream for `cacheKey` unless
+   * another live job already is (for `leaseMs`); returns the leader's job key.
+   */
+  lead(cacheKey: string, jobKey: string, leaseMs: number, now: number): Promise<string>;
+  /** The leader is done (its answer, if any, is in the cache). */
+  unlead(cacheKey: string, jobKey: string): Promise<void>;
+
+  /** Adds one answered call to the hour's totals (kept about a week). */
+  recordUsage(record: UsageRecord, now: number): Promise<void>;
+  /** Totals of the hours from `fromMs` to `toMs`. */
+  usage(fromMs: number, toMs: number): Promise<UsageReport>;
+
   close(): Promise<void>;
 }
 

@@ -946,6 +946,73 @@ export function describeStoreContract(
       });
     });
 
+    // --- cache, coalescing, usage ------------------------------------------------------------
+
+    describe('cache, coalescing and usage', () => {
+      const answer = { model: 'gpt-4o-mini', content: 'No scratch found.', finish_reason: 'stop', usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } };
+
+      it('keeps a cached answer for its ttl, then forgets it', async () => {
+        const store = await open();
+        const t = baseTime();
+        expect(await store.cacheGet('h1', t)).toBeUndefined();
+        await store.cacheSet('h1', answer, 1000, t);
+        expect(await store.cacheGet('h1', t + 999)).toEqual(answer);
+        expect(await store.cacheGet('h2', t + 1)).toBeUndefined();
+        expect(await store.cacheGet('h1', t + 1000)).toBeUndefined();
+      });
+
+      it('records a cache-answered request for idempotency and quota, without queueing it', async () => {
+        const store = await open();
+        const t = baseTime();
+        const job = makeJob({ deviceId: 'd1', id: 'c1', priority: 'high', arrivalMs: t });
+        const reply = makeReply(job, 'from the cache');
+        const limits = { deviceRpm: 2, queueMax: 10 };
+        expect(await store.admitAnswered(job, reply, limits, 3600, t)).toEqual({ kind: 'answered' });
+        expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+        expect(await store.admit(job, limits, t + 1)).toEqual({ kind: 'duplicate_done', reply });
+        expect(await store.admitAnswered(job, reply, limits, 3600, t + 2)).toEqual({ kind: 'duplicate_done', reply });
+        const other = makeJob({ deviceId: 'd1', id: 'c2', priority: 'high', arrivalMs: t });
+        expect(await store.admit(other, limits, t + 3)).toEqual({ kind: 'queued' });
+        const third = makeJob({ deviceId: 'd1', id: 'c3', priority: 'high', arrivalMs: t });
+        expect(await store.admitAnswered(third, makeReply(third), limits, 3600, t + 4)).toMatchObject({ kind: 'rate_limited' });
+        const pending = makeJob({ deviceId: 'd1', id: 'c2', priority: 'high', arrivalMs: t });
+        expect(await store.admitAnswered(pending, makeReply(pending), limits, 3600, t + 5)).toEqual({ kind: 'duplicate_pending' });
+      });
+
+      it('lets one job lead a cache key until it unleads or its lease runs out', async () => {
+        const store = await open();
+        const t = baseTime();
+        expect(await store.lead('h', 'd1/a', 5000, t)).toBe('d1/a');
+        expect(await store.lead('h', 'd2/b', 5000, t + 1)).toBe('d1/a');
+        expect(await store.lead('h', 'd1/a', 5000, t + 2)).toBe('d1/a'); // the leader again: renewed
+        expect(await store.lead('other', 'd2/b', 5000, t + 2)).toBe('d2/b');
+        await store.unlead('h', 'd2/b'); // not the leader: no effect
+        expect(await store.lead('h', 'd2/b', 5000, t + 3)).toBe('d1/a');
+        await store.unlead('h', 'd1/a');
+        expect(await store.lead('h', 'd2/b', 5000, t + 4)).toBe('d2/b');
+        expect(await store.lead('h', 'd3/c', 5000, t + 4 + 5000)).toBe('d3/c'); // d2/b's lease ran out
+      });
+
+      it('adds usage up by device, model and priority, per hour', async () => {
+        const store = await open();
+        const t = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+        const rec = (deviceId: string, model: string, priority: Priority, p: number, c: number, usd: number) => ({
+          deviceId, model, priority, promptTokens: p, completionTokens: c, costUsd: usd,
+        });
+        await store.recordUsage(rec('cam-1', 'big', 'critical', 100, 20, 0.5), t + 10);
+        await store.recordUsage(rec('cam-1', 'small', 'low', 10, 2, 0.25), t + 20);
+        await store.recordUsage(rec('cam-2', 'small', 'low', 1, 1, 0), t + 3_600_000 + 5);
+        const both = await store.usage(t, t + 3_600_000 + 10);
+        expect(both.total).toEqual({ requests: 3, promptTokens: 111, completionTokens: 23, costUsd: 0.75 });
+        expect(both.byDevice['cam-1']).toEqual({ requests: 2, promptTokens: 110, completionTokens: 22, costUsd: 0.75 });
+        expect(both.byModel.small).toEqual({ requests: 2, promptTokens: 11, completionTokens: 3, costUsd: 0.25 });
+        expect(both.byPriority.critical).toEqual({ requests: 1, promptTokens: 100, completionTokens: 20, costUsd: 0.5 });
+        const first = await store.usage(t, t + 3_599_999);
+        expect(first.total.requests).toBe(2);
+        expect(first.byDevice['cam-2']).toBeUndefined();
+      });
+    });
+
     // --- concurrency ---------------------------------------------------------------------
 
     describe('concurrency', () => {

@@ -13,6 +13,7 @@ Returns {'queued'} | {'duplicate_pending'} | {'duplicate_done', reply} |
 local rcall = redis.call
 --- @include "members"
 --- @include "queue"
+--- @include "quota"
 
 local key, now = ARGV[1], tonumber(ARGV[10])
 local state = rcall('HMGET', KEYS[1], 'state', 'exp', 'reply')
@@ -20,20 +21,14 @@ if state[1] == 'pending' then return {'duplicate_pending'} end
 if state[1] == 'done' and tonumber(state[2]) > now then return {'duplicate_done', state[3]} end
 
 local windowMs = 60000
-rcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - windowMs)
-local used = rcall('ZCARD', KEYS[2])
-local rpm = tonumber(ARGV[8])
-if used >= rpm then
-  local oldest = rcall('ZRANGE', KEYS[2], used - rpm, used - rpm, 'WITHSCORES')
-  return {'rate_limited', tostring(tonumber(oldest[2]) + windowMs - now)}
-end
+local wait = quotaWait(KEYS[2], tonumber(ARGV[8]), now, windowMs)
+if wait then return {'rate_limited', tostring(wait)} end
 local waiting = 0
 for _, n in ipairs(rcall('HVALS', KEYS[8])) do waiting = waiting + tonumber(n) end
 if waiting >= tonumber(ARGV[9]) then return {'queue_full'} end
 
 local seq = rcall('INCR', KEYS[9])
-rcall('ZADD', KEYS[2], now, seq)
-rcall('PEXPIRE', KEYS[2], windowMs * 2)
+countAdmission(KEYS[2], seq, now, windowMs)
 -- An expired 'done' record would keep its old reply field beside the new state.
 if state[1] then rcall('DEL', KEYS[1]) end
 rcall('HSET', KEYS[1], 'state', 'pending')

@@ -1,0 +1,37 @@
+// The response cache's key: SHA-256 of the canonical request — model, messages and the
+// passthrough parameters, with object keys sorted — never the id, lock or ttl.
+import { createHash } from 'node:crypto';
+import { PASSTHROUGH_FIELDS, type InferRequest } from './contract.js';
+
+/** JSON with object keys sorted at every depth, so equal requests give equal text. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export interface CachePolicy {
+  /** CACHE_TTL_S; 0 turns the cache (and coalescing) off. */
+  ttlS: number;
+  /** CONFIG_FILE cache.allowTemperature: cache answers sampled with temperature > 0 too. */
+  allowTemperature: boolean;
+  defaultModel: string;
+}
+
+/**
+ * The request's cache key, or undefined when it must reach the upstream itself: the cache
+ * is off, the device said `"cache": false`, or its answer is sampled (temperature > 0).
+ * `route` names where routing sends this request (a priority may go to another model).
+ */
+export function cacheKeyOf(request: InferRequest, policy: CachePolicy, route: string): string | undefined {
+  if (policy.ttlS === 0 || request.cache === false) return undefined;
+  if ((request.temperature ?? 0) > 0 && !policy.allowTemperature) return undefined;
+  const parts: Record<string, unknown> = { model: request.model ?? policy.defaultModel, messages: request.messages, route };
+  for (const field of PASSTHROUGH_FIELDS) parts[field] = request[field];
+  return createHash('sha256').update(canonical(parts)).digest('hex');
+}

@@ -5,6 +5,7 @@ import { startAdmin, type AdminServer } from './admin.js';
 import type { Config } from './config.js';
 import { topics, type Status } from './contract.js';
 import { BridgeError, errorReply } from './errors.js';
+import { readConfigFile } from './config-file.js';
 import { Intake } from './intake.js';
 import type { Logger } from './logger.js';
 import { Results } from './results.js';
@@ -65,8 +66,24 @@ export async function startBridge(
     throw err;
   }
   const results = new Results(broker.publish);
-  const scheduler = new Scheduler(config, coordination.store, upstream, results, log.child({ module: 'scheduler' }), instanceId);
-  intake = new Intake(config, coordination.store, results, log.child({ module: 'intake' }), () => scheduler.wake());
+  const { routing, cache, prices } = readConfigFile(config.configFile);
+  const scheduler = new Scheduler(
+    { ...config, prices },
+    coordination.store,
+    upstream,
+    results,
+    log.child({ module: 'scheduler' }),
+    instanceId,
+  );
+  intake = new Intake({
+    config,
+    store: coordination.store,
+    results,
+    logger: log.child({ module: 'intake' }),
+    cache: { ttlS: config.cacheTtlS, allowTemperature: cache.allowTemperature, defaultModel: config.upstreamModel },
+    routeOf: (priority) => JSON.stringify(routing[priority] ?? null),
+    onQueued: () => scheduler.wake(),
+  });
 
   let stopping = false;
   let admin: AdminServer;

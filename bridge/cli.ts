@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // `npx edge-ai-bridge [start|version|help]`: the installed command around the service.
+import { OPS_USAGE } from './ops-cli.js';
 import { VERSION } from './version.js';
 
-const USAGE = `usage: edge-ai-bridge [start | dlq … | version | help]
+const USAGE = `usage: edge-ai-bridge [start | dlq … | usage … | version | help]
   start     run the service (the default; configured by environment variables, see README)
-  dlq list | replay [deviceId/id …] | purge
-            the dead-letter list of the deployment on REDIS_URL (REDIS_PREFIX)
+${OPS_USAGE}
   version   print the version`;
 
 const command = process.argv[2] ?? 'start';
@@ -14,8 +14,13 @@ switch (command) {
     await import('./main.js');
     break;
   case 'dlq': {
-    const { runDlq } = await import('./dlq-cli.js');
+    const { runDlq } = await import('./ops-cli.js');
     await runDlq(process.argv.slice(3));
+    break;
+  }
+  case 'usage': {
+    const { runUsage } = await import('./ops-cli.js');
+    await runUsage(process.argv.slice(3));
     break;
   }
   case 'version':

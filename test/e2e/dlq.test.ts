@@ -10,7 +10,7 @@ import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/
 const cli = fileURLToPath(new URL('../../dist/bridge/cli.js', import.meta.url));
 const run = promisify(execFile);
 
-describe('edge-ai-bridge dlq', () => {
+describe('edge-ai-bridge dlq and usage', () => {
   const redis = connectRedis();
   const prefix = uniquePrefix('dlq');
   let h: Harness | undefined;
@@ -45,5 +45,13 @@ describe('edge-ai-bridge dlq', () => {
     await device.reply('doomed-2');
     expect(await dlq('purge')).toBe('purged 1\n');
     expect(await dlq('list')).toBe('');
+
+    // `usage` reads the same deployment: the one answered call is counted for its device.
+    const env = { PATH: process.env.PATH ?? '', REDIS_URL, REDIS_PREFIX: prefix };
+    const report = JSON.parse((await run(process.execPath, [cli, 'usage', '1'], { env })).stdout) as {
+      byDevice: Record<string, { requests: number; promptTokens: number }>;
+    };
+    expect(report.byDevice['cam-5']?.requests).toBe(1);
+    expect(report.byDevice['cam-5']?.promptTokens).toBe((second?.ok && second.usage?.prompt_tokens) || -1);
   });
 });

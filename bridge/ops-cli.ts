@@ -1,0 +1,67 @@
+// Operator commands against a deployment on Redis (REDIS_URL, REDIS_PREFIX):
+//   edge-ai-bridge dlq list | replay [deviceId/id …] | purge
+//   edge-ai-bridge usage [hours]
+// Without Redis these live inside the running process and only its admin API reaches them.
+import { Redis } from 'ioredis';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { RedisStore } from './store/redis.js';
+
+export const OPS_USAGE = `  dlq list | replay [deviceId/id …] | purge
+            the dead-letter list of the deployment on REDIS_URL (REDIS_PREFIX)
+  usage [hours]
+            tokens and estimated cost by device, model and priority (default: the last 24 hours)`;
+
+function fail(message: string): never {
+  process.stderr.write(`edge-ai-bridge: ${message}\n`);
+  process.exit(2);
+}
+
+async function withStore(run: (store: RedisStore, config: Config) => Promise<void>): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) fail(err.message);
+    throw err;
+  }
+  if (config.redisUrl === undefined) {
+    fail('REDIS_URL is not set: without Redis this lives inside the running bridge');
+  }
+  const redis = new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
+  try {
+    await redis.connect().catch((err: Error) => fail(`REDIS_URL: cannot connect to Redis: ${err.message}`));
+    await run(new RedisStore(redis, { prefix: config.redisPrefix }), config);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+const print = (line: string): void => {
+  process.stdout.write(`${line}\n`);
+};
+
+export async function runDlq(args: string[]): Promise<void> {
+  const [command, ...keys] = args;
+  if (command !== 'list' && command !== 'replay' && command !== 'purge') fail(`usage:\n${OPS_USAGE}`);
+  await withStore(async (store, config) => {
+    if (command === 'list') {
+      for (const { job, reply, atMs } of await store.deadLetters()) {
+        const error = reply.ok ? undefined : reply.error;
+        print(JSON.stringify({ key: job.key, priority: job.priority, at: new Date(atMs).toISOString(), error }));
+      }
+    } else if (command === 'replay') {
+      print(`replayed ${await store.replayDeadLetters(keys.length > 0 ? keys : 'all', config.priorityOffsetsMs, Date.now())}`);
+    } else {
+      print(`purged ${await store.purgeDeadLetters()}`);
+    }
+  });
+}
+
+export async function runUsage(args: string[]): Promise<void> {
+  const hours = args[0] === undefined ? 24 : Number(args[0]);
+  if (!Number.isInteger(hours) || hours < 1) fail(`usage: hours must be a positive integer (got "${args[0] ?? ''}")`);
+  await withStore(async (store) => {
+    const now = Date.now();
+    print(JSON.stringify(await store.usage(now - hours * 3_600_000, now), null, 2));
+  });
+}

@@ -6,7 +6,7 @@ import { formatTable } from './stats.js';
 
 const USAGE = `usage: device-sim --url mqtt://127.0.0.1:1883 --devices 100 --rate 500 --duration 30
   --mix critical=1,high=9,normal=80,low=10 --qos 1 [--username u --password p]
-  [--reply-timeout 60] [--prefix sim] [--connect-concurrency 50] [--seed n] [--json]`;
+  [--reply-timeout 60] [--prefix sim] [--connect-concurrency 50] [--seed n] [--questions n] [--json]`;
 
 async function main(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {

@@ -1,25 +1,44 @@
 #!/usr/bin/env node
 // `npm run demo`: the service (with its bundled upstream simulator) on free ports, a fleet
 // of 50 devices at 100 requests/s for 15 s, the result table, then a clean stop.
+// `npm run demo -- --providers`: the same against two simulated providers, the primary
+// failing 20% of its calls, with recurring questions; it also reports how many calls the
+// fallback served and how many the cache and coalescing saved.
+import { parseArgs } from 'node:util';
 import { runFleet } from './fleet.js';
 import { startServiceProcess } from './service-process.js';
 import { formatTable, parseMix } from './stats.js';
+import { startUpstreamSim, type UpstreamSim } from './upstream-sim.js';
 
 const DEVICES = 50;
 const RATE = 100;
 const DURATION_S = 15;
 const MIX = 'critical=1,high=9,normal=80,low=10';
+const PRIMARY_ERROR_RATE = 0.2;
+/** Distinct questions in the providers demo: identical requests recur, as on a real line. */
+const QUESTIONS = 300;
 
-async function main(): Promise<number> {
-  process.stderr.write('demo: starting edge-ai-bridge on free ports with the bundled upstream simulator…\n');
-  const service = await startServiceProcess({
-    // The demo sends 6000 requests/min; the default upstream budget (600/min) would queue them.
-    RATE_LIMIT_RPM: '60000',
-    LOG_LEVEL: 'info',
-  });
+const say = (line: string): void => {
+  process.stderr.write(`demo: ${line}\n`);
+};
+
+async function main(providers: boolean): Promise<number> {
+  const sims: UpstreamSim[] = [];
+  // The demo sends 6000 requests/min; the default upstream budget (600/min) would queue them.
+  const env: Record<string, string> = { RATE_LIMIT_RPM: '60000', LOG_LEVEL: 'info' };
+  if (providers) {
+    const primary = await startUpstreamSim({ port: 0, latencyMs: 50, jitterMs: 10, errorRate: PRIMARY_ERROR_RATE });
+    const fallback = await startUpstreamSim({ port: 0, latencyMs: 80, jitterMs: 10 });
+    sims.push(primary, fallback);
+    Object.assign(env, { UPSTREAM_URL: primary.url, FALLBACK_URL: fallback.url, FALLBACK_MODEL: 'fallback-model' });
+    say(`primary ${primary.url} (${PRIMARY_ERROR_RATE * 100}% answered 500), fallback ${fallback.url}`);
+  } else {
+    say('starting edge-ai-bridge on free ports with the bundled upstream simulator…');
+  }
+  const service = await startServiceProcess(env);
   const url = `mqtt://127.0.0.1:${service.mqttPort}`;
-  process.stderr.write(`demo: service up (MQTT ${url}, admin http://127.0.0.1:${service.httpPort}/readyz)\n`);
-  process.stderr.write(`demo: ${DEVICES} devices, ${RATE} requests/s for ${DURATION_S} s, mix ${MIX}\n`);
+  say(`service up (MQTT ${url}, admin http://127.0.0.1:${service.httpPort}/readyz)`);
+  say(`${DEVICES} devices, ${RATE} requests/s for ${DURATION_S} s, mix ${MIX}${providers ? `, ${QUESTIONS} distinct questions` : ''}`);
   try {
     const report = await runFleet({
       url,
@@ -30,20 +49,34 @@ async function main(): Promise<number> {
       qos: 1,
       prefix: 'demo',
       replyTimeoutMs: 30_000,
-      onProgress: (line) => process.stderr.write(`demo: ${line}\n`),
+      ...(providers ? { questions: QUESTIONS } : {}),
+      onProgress: (line) => say(line),
     });
     process.stdout.write(`${formatTable(report)}\n`);
+    if (providers) {
+      const [primary, fallback] = sims.map((s) => s.stats()) as [ReturnType<UpstreamSim['stats']>, ReturnType<UpstreamSim['stats']>];
+      const answered = (primary.byStatus['200'] ?? 0) + (fallback.byStatus['200'] ?? 0);
+      process.stdout.write(
+        [
+          `primary:  ${primary.total} calls, ${primary.byStatus['200'] ?? 0} answered, ${primary.byStatus['500'] ?? 0} failed (500)`,
+          `fallback: ${fallback.total} calls, ${fallback.byStatus['200'] ?? 0} answered`,
+          `replies ok: ${report.overall.ok}; upstream answers: ${answered}; saved by the cache and coalescing: ${report.overall.ok - answered} calls`,
+        ].join('\n') + '\n',
+      );
+    }
     return report.overall.lost === 0 ? 0 : 1;
   } finally {
     const code = await service.stop('SIGTERM');
-    process.stderr.write(`demo: service stopped (exit ${code})\n`);
+    say(`service stopped (exit ${code})`);
+    await Promise.all(sims.map((s) => s.close()));
   }
 }
 
-main().then(
+const { values } = parseArgs({ options: { providers: { type: 'boolean' } } });
+main(values.providers === true).then(
   (code) => process.exit(code),
   (err: unknown) => {
-    process.stderr.write(`demo: ${err instanceof Error ? err.message : String(err)}\n`);
+    say(err instanceof Error ? err.message : String(err));
     process.exit(1);
   },
 );

@@ -46,6 +46,11 @@ export interface FleetOptions {
   prefix?: string;
   /** Seed for the priority picks, for reproducible runs; random by default. */
   seed?: number;
+  /**
+   * Draw each request's text from this many distinct questions, so identical requests recur
+   * (to see the bridge's cache and coalescing at work); unset = every text distinct.
+   */
+  questions?: number;
   /** Progress lines (connecting, sending, waiting); the CLI sends them to stderr. */
   onProgress?: (line: string) => void;
 }
@@ -187,6 +192,7 @@ export function parseFleetArgs(argv: readonly string[]): FleetArgs {
         'connect-concurrency': { type: 'string' },
         prefix: { type: 'string' },
         seed: { type: 'string' },
+        questions: { type: 'string' },
         json: { type: 'boolean' },
       },
     }));
@@ -227,6 +233,12 @@ export function parseFleetArgs(argv: readonly string[]): FleetArgs {
   if (username !== undefined) opts.username = username;
   if (password !== undefined) opts.password = password;
   if (seed !== undefined) opts.seed = seed;
+  const questions = str('questions');
+  if (questions !== undefined) {
+    const n = parseNumber('questions', questions, 1);
+    if (!Number.isInteger(n) || n < 1) throw new UsageError(`--questions: must be a positive integer, got "${questions}"`);
+    opts.questions = n;
+  }
 
   const problem = checkFleetOptions(opts);
   if (problem !== null) throw new UsageError(problem);
@@ -285,13 +297,13 @@ function disableNagle(client: MqttClient): void {
   if (typeof stream?.setNoDelay === 'function') stream.setNoDelay(true);
 }
 
-function requestPayload(deviceId: string, seq: number): InferRequest {
-  return {
-    id: `${deviceId}-${seq}`,
-    // Distinct text per request so the bridge's response cache does not flatter the numbers.
-    messages: [{ role: 'user', content: `device ${deviceId} request ${seq}: is part ${seq} within tolerance?` }],
-    max_tokens: 32,
-  };
+function requestPayload(deviceId: string, seq: number, question: number | undefined): InferRequest {
+  // Distinct text per request unless asked otherwise, so the bridge's cache does not flatter the numbers.
+  const content =
+    question === undefined
+      ? `device ${deviceId} request ${seq}: is part ${seq} within tolerance?`
+      : `question ${question}: is the part within tolerance?`;
+  return { id: `${deviceId}-${seq}`, messages: [{ role: 'user', content }], max_tokens: 32 };
 }
 
 /** The reply's outcome, or null when it is not a reply (unparseable, or no id). */
@@ -383,7 +395,8 @@ export async function runFleet(opts: FleetOptions): Promise<FleetReport> {
     const send = (k: number): void => {
       const device = fleet[k % fleet.length] as Device;
       device.seq += 1;
-      const request = requestPayload(device.id, device.seq);
+      const question = opts.questions === undefined ? undefined : Math.floor(random() * opts.questions);
+      const request = requestPayload(device.id, device.seq, question);
       const priority = pickPriority(opts.mix, random);
       const entry: Pending = { priority, sentAt: performance.now() };
       device.pending.set(request.id, entry);

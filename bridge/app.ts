@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { startBroker, type Broker } from '../broker/broker.js';
 import { startAdmin, type AdminServer } from './admin.js';
 import type { Config } from './config.js';
+import { upstreamSettings } from './config-file.js';
 import { topics, type Status } from './contract.js';
 import { BridgeError, errorReply } from './errors.js';
 import { readConfigFile } from './config-file.js';
@@ -12,7 +13,7 @@ import { Results } from './results.js';
 import { Scheduler } from './scheduler.js';
 import { openCoordination, type Coordination } from './coordination.js';
 import type { Store } from './store/types.js';
-import { UpstreamClient } from './upstream/client.js';
+import { buildProviderChain } from './upstream/from-config.js';
 import { VERSION } from './version.js';
 
 export interface RunningBridge {
@@ -36,18 +37,14 @@ export async function startBridge(
 ): Promise<RunningBridge> {
   const instanceId = `bridge-${randomBytes(4).toString('hex')}`;
   const log = logger.child({ instance: instanceId });
+  // Read before anything starts: a bad CONFIG_FILE is a ConfigError (exit 2 in main).
+  const upstreamConfig = upstreamSettings(config, readConfigFile(config.configFile));
   const coordination: Coordination = store
     ? { kind: 'memory', store, plugins: undefined, healthy: () => true, close: async () => {} }
     : await openCoordination(config, log);
-  const upstream = new UpstreamClient({
-    baseUrl: config.upstreamUrl,
-    apiKeys: config.upstreamApiKeys,
-    timeoutMs: config.upstreamTimeoutMs,
-    maxAttempts: config.maxAttempts,
-    maxRateLimitedRetries: config.maxRateLimitedRetries,
-    connections: config.maxConcurrency,
-    logger: log.child({ module: 'upstream' }),
-  });
+  // The provider chain (primary, fallback, CONFIG_FILE providers) with a circuit breaker per
+  // provider, shared through Redis when the bridge coordinates through one.
+  const upstream = buildProviderChain(config, upstreamConfig, coordination.redis, log.child({ module: 'upstream' }));
 
   // The broker and the results sink need each other: intake runs inside the broker's hooks
   // and replies through the broker, so the handler is bound once both exist.

@@ -14,6 +14,8 @@ export interface Coordination {
   store: Store;
   /** For the broker; undefined in memory mode (Aedes' in-process defaults). */
   plugins: ClusterPlugins | undefined;
+  /** The store's Redis connection (redis mode only), for state other parts share, e.g. circuit breakers. */
+  redis?: Redis | undefined;
   /** False while Redis is out of reach. */
   healthy(): boolean;
   /** Closes what the broker does not (the broker closes the plugins). */
@@ -71,6 +73,7 @@ export async function openCoordination(
     kind: 'redis',
     store: new RedisStore(redis, { prefix: config.redisPrefix }),
     plugins,
+    redis,
     healthy: () => redis.status === 'ready',
     async close() {
       await redis.quit().catch(() => redis.disconnect());

@@ -3,12 +3,11 @@ import { ListenError } from '../broker/broker.js';
 import { startUpstreamSim, type UpstreamSim } from '../device-sim/upstream-sim.js';
 import { startBridge, type RunningBridge } from './app.js';
 import { ConfigError, loadConfig, isLoopback, type Config } from './config.js';
+import { readConfigFile, upstreamSettings } from './config-file.js';
 import { createLogger } from './logger.js';
 
 /** Set but not yet honoured by this version: refusing beats silently running without them. */
 const NOT_YET_SUPPORTED: Array<[keyof Config, string]> = [
-  ['fallbackUrl', 'FALLBACK_URL'],
-  ['configFile', 'CONFIG_FILE'],
   ['authFile', 'AUTH_FILE'],
   ['mqttTlsPort', 'MQTT_TLS_PORT'],
   ['mqttWsPort', 'MQTT_WS_PORT'],
@@ -23,6 +22,9 @@ async function main(): Promise<void> {
   let config: Config;
   try {
     config = loadConfig();
+    // A bad CONFIG_FILE (unreadable, invalid, naming unknown providers) stops the start before
+    // anything runs; startBridge reads it again for real, with the resolved UPSTREAM_URL.
+    upstreamSettings({ ...config, upstreamUrl: config.upstreamUrl ?? 'http://127.0.0.1/v1' }, readConfigFile(config.configFile));
   } catch (err) {
     if (err instanceof ConfigError) fail(err.message);
     throw err;

@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { checkUpstreamSimOptions, startUpstreamSim, type UpstreamSimOptions } from './upstream-sim.js';
 
 const USAGE = `usage: upstream-sim --port 8080 --latency-ms 50 [--jitter-ms 10] [--error-rate 0.05]
-  [--rate-limit-rpm 600] [--hang-rate 0] [--host 127.0.0.1]`;
+  [--rate-limit-rpm 600] [--hang-rate 0] [--revoked-keys k1,k2] [--host 127.0.0.1]`;
 
 class UsageError extends Error {}
 
@@ -16,6 +16,7 @@ const FLAGS = {
   errorRate: 'error-rate',
   rateLimitRpm: 'rate-limit-rpm',
   hangRate: 'hang-rate',
+  revokedKeys: 'revoked-keys',
   host: 'host',
 } as const satisfies Record<keyof UpstreamSimOptions, string>;
 
@@ -52,6 +53,8 @@ function parse(argv: string[]): UpstreamSimOptions {
   if (errorRate !== undefined) opts.errorRate = errorRate;
   if (rateLimitRpm !== undefined) opts.rateLimitRpm = rateLimitRpm;
   if (hangRate !== undefined) opts.hangRate = hangRate;
+  const revoked = values[FLAGS.revokedKeys];
+  if (typeof revoked === 'string') opts.revokedKeys = revoked.split(',').map((k) => k.trim()).filter(Boolean);
   const problem = checkUpstreamSimOptions(opts);
   if (problem !== null) {
     // Messages start with the property name; swap it for the flag the user typed.

@@ -1,6 +1,7 @@
 // An OpenAI-compatible upstream for tests, the demo and benchmarks: deterministic answers,
-// configurable latency, and fault injection (errors, 429s with Retry-After, hangs) either
-// at random rates or scripted one request at a time.
+// configurable latency, and fault injection (errors, 429s with Retry-After, hangs, slow
+// bodies, malformed JSON, revoked keys) either at random rates or scripted one request at a
+// time; GET /stats counts calls by status, path, model and key.
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -20,6 +21,11 @@ export interface UpstreamSimOptions {
   rateLimitRpm?: number;
   /** Share of chat/embeddings calls never answered (socket kept open until close()), 0..1; default 0. */
   hangRate?: number;
+  /**
+   * API keys this upstream refuses: a call with one of them is answered 401 (OpenAI's
+   * invalid_api_key), before any scripted step or random fault. Default none.
+   */
+  revokedKeys?: string[];
 }
 
 export type UpstreamSimSettings = Required<Omit<UpstreamSimOptions, 'rateLimitRpm'>> & {
@@ -43,12 +49,16 @@ export interface RecordedRequest {
  * call bypasses the random faults and the rate limiter (and is not counted by it):
  * - `{ status, body?, retryAfterS? }` answers at once with that status (an OpenAI error body by default);
  * - `{ hang: true }` never answers;
- * - `{ delayMs }` waits that long instead of the configured latency, then answers normally.
+ * - `{ delayMs }` waits that long instead of the configured latency, then answers normally;
+ * - `{ slowBodyMs }` sends the headers (200) at once and trickles a normal answer's body over that long;
+ * - `{ malformed: true }` answers 200 with a body that is not valid JSON.
  */
 export type FaultStep =
   | { status: number; body?: unknown; retryAfterS?: number }
   | { hang: true }
-  | { delayMs: number };
+  | { delayMs: number }
+  | { slowBodyMs: number }
+  | { malformed: true };
 
 export interface SimStats {
   /** Every HTTP call except GET /stats itself. */
@@ -95,6 +105,9 @@ export function checkUpstreamSimOptions(opts: Partial<UpstreamSimOptions>): stri
     return `port must be an integer from 0 to 65535, got ${opts.port}`;
   }
   if (opts.host !== undefined && opts.host.trim() === '') return 'host must not be empty';
+  if (opts.revokedKeys !== undefined && !(Array.isArray(opts.revokedKeys) && opts.revokedKeys.every((k) => typeof k === 'string' && k !== ''))) {
+    return 'revokedKeys must be a list of non-empty keys';
+  }
   if (opts.rateLimitRpm !== undefined && !(Number.isInteger(opts.rateLimitRpm) && opts.rateLimitRpm > 0)) {
     return `rateLimitRpm must be a positive integer, got ${opts.rateLimitRpm}`;
   }
@@ -177,13 +190,20 @@ function embed(text: string): number[] {
   return raw.map((v) => Math.round((v / norm) * 1e6) / 1e6);
 }
 
-function keyLabel(req: IncomingMessage): string {
+function bearerKey(req: IncomingMessage): string {
   const auth = req.headers.authorization;
   const match = typeof auth === 'string' ? /^Bearer\s+(.+)$/i.exec(auth.trim()) : null;
-  const key = match?.[1]?.trim() ?? '';
+  return match?.[1]?.trim() ?? '';
+}
+
+function keyLabel(req: IncomingMessage): string {
+  const key = bearerKey(req);
   // Only a suffix, so stats output can be shared without leaking credentials.
   return key === '' ? 'none' : `…${key.slice(-4)}`;
 }
+
+/** Valid JSON up to a point, then cut off: what a proxy that drops a connection mid-answer may hand over. */
+const MALFORMED_BODY = '{"id":"chatcmpl-sim-malformed","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"sim';
 
 function bump(record: Record<string, number>, key: string): void {
   record[key] = (record[key] ?? 0) + 1;
@@ -205,6 +225,7 @@ export async function startUpstreamSim(opts: UpstreamSimOptions): Promise<Upstre
     errorRate: opts.errorRate ?? 0,
     rateLimitRpm: opts.rateLimitRpm,
     hangRate: opts.hangRate ?? 0,
+    revokedKeys: opts.revokedKeys ?? [],
   };
   const requests: RecordedRequest[] = [];
   let stats = emptyStats();
@@ -225,6 +246,32 @@ export async function startUpstreamSim(opts: UpstreamSimOptions): Promise<Upstre
       ...headers,
     });
     res.end(text);
+  };
+
+  const sendRaw = (res: ServerResponse, status: number, text: string): void => {
+    bump(stats.byStatus, String(status));
+    if (res.destroyed || res.writableEnded) return;
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) });
+    res.end(text);
+  };
+
+  /** Headers at once, then the body in pieces spread over `ms`. */
+  const trickle = (res: ServerResponse, body: unknown, ms: number): void => {
+    bump(stats.byStatus, '200');
+    if (res.destroyed || res.writableEnded) return;
+    const bytes = Buffer.from(JSON.stringify(body));
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(bytes.length) });
+    res.flushHeaders();
+    const pieces = Math.max(2, Math.min(20, bytes.length));
+    const size = Math.ceil(bytes.length / pieces);
+    for (let i = 0; i < pieces; i += 1) {
+      later((ms * (i + 1)) / pieces, () => {
+        if (res.destroyed || res.writableEnded) return;
+        const chunk = bytes.subarray(i * size, (i + 1) * size);
+        if (i === pieces - 1) res.end(chunk);
+        else res.write(chunk);
+      });
+    }
   };
 
   const later = (ms: number, fn: () => void): void => {
@@ -340,13 +387,21 @@ export async function startUpstreamSim(opts: UpstreamSimOptions): Promise<Upstre
       return;
     }
     const body = parsed.value as Record<string, unknown>;
-    const answer = (): void =>
-      send(res, 200, path === '/v1/chat/completions' ? chatAnswer(body) : embeddingsAnswer(body));
+    const answerBody = (): unknown => (path === '/v1/chat/completions' ? chatAnswer(body) : embeddingsAnswer(body));
+    const answer = (): void => send(res, 200, answerBody());
+
+    const key = bearerKey(req);
+    if (key !== '' && settings.revokedKeys.includes(key)) {
+      send(res, 401, defaultErrorBody(401));
+      return;
+    }
 
     const step = steps.shift();
     if (step !== undefined) {
       if ('hang' in step) hang(res);
       else if ('delayMs' in step) later(step.delayMs, answer);
+      else if ('slowBodyMs' in step) trickle(res, answerBody(), step.slowBodyMs);
+      else if ('malformed' in step) sendRaw(res, 200, MALFORMED_BODY);
       else {
         const headers: Record<string, string> = step.retryAfterS !== undefined ? { 'retry-after': String(step.retryAfterS) } : {};
         send(res, step.status, step.body ?? defaultErrorBody(step.status), headers);

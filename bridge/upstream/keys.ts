@@ -1,44 +1,110 @@
 import { createHash } from 'node:crypto';
 
+/** One key's health, for logs and (later) metrics. */
+export interface KeyRingHealth {
+  total: number;
+  healthy: number;
+  /** Rate-limited (429): out of rotation until their Retry-After passes. */
+  cooling: number;
+  /** Refused (401/403, exhausted quota): out of rotation for the life of the process. */
+  revoked: number;
+}
+
 /**
- * API keys rotated round-robin across calls. A key is never logged: `idOf` gives a short
- * sha256 prefix that identifies it in logs without revealing it.
+ * A provider's API keys, rotated round-robin over the healthy ones. Health is process-wide
+ * (every call shares it), so one call's lesson spares the others:
+ * - `revoke` (401/403, `insufficient_quota`) takes a key out of rotation for good;
+ * - `cool` (429) takes it out until its Retry-After has passed.
+ *
+ * A provider configured without keys has one keyless entry (no Authorization header), so a
+ * keyless provider that answers 401 is refused the same way.
+ *
+ * A key is never logged: `idOf` gives a short sha256 prefix that identifies it in logs
+ * without revealing it.
  */
 export class KeyRing {
   private next = 0;
+  private readonly entries: ReadonlyArray<string | undefined>;
   private readonly ids: string[];
+  private readonly coolUntil: number[];
+  private readonly revoked: boolean[];
 
-  constructor(private readonly keys: readonly string[]) {
-    this.ids = keys.map((key) => createHash('sha256').update(key).digest('hex').slice(0, 8));
+  constructor(keys: readonly string[]) {
+    this.entries = keys.length > 0 ? [...keys] : [undefined];
+    this.ids = this.entries.map((key) => (key === undefined ? 'none' : createHash('sha256').update(key).digest('hex').slice(0, 8)));
+    this.coolUntil = this.entries.map(() => 0);
+    this.revoked = this.entries.map(() => false);
   }
 
+  /** Configured keys (0 for a keyless provider). */
   get size(): number {
-    return this.keys.length;
+    return this.entries[0] === undefined ? 0 : this.entries.length;
   }
 
-  /** The key index a new call starts with; undefined when no keys are configured. */
-  start(): number | undefined {
-    if (this.keys.length === 0) return undefined;
-    const index = this.next % this.keys.length;
-    this.next = (this.next + 1) % this.keys.length;
-    return index;
-  }
-
-  /** The next key after `index` that is not in `exclude`; undefined when none is left. */
-  after(index: number | undefined, exclude: ReadonlySet<number>): number | undefined {
-    if (index === undefined) return undefined;
-    for (let step = 1; step <= this.keys.length; step += 1) {
-      const candidate = (index + step) % this.keys.length;
-      if (!exclude.has(candidate)) return candidate;
+  /**
+   * The next healthy key, round-robin; undefined when none is usable at `now` (see readyAt).
+   * Each pick advances the ring, so concurrent calls spread over the healthy keys.
+   */
+  pick(now: number): number | undefined {
+    const n = this.entries.length;
+    for (let step = 0; step < n; step += 1) {
+      const index = (this.next + step) % n;
+      if (this.usable(index, now)) {
+        this.next = (index + 1) % n;
+        return index;
+      }
     }
     return undefined;
   }
 
-  key(index: number | undefined): string | undefined {
-    return index === undefined ? undefined : this.keys[index];
+  /**
+   * `now` when a key is usable now, the earliest end of a cool-down, or undefined when every
+   * key is revoked; `except` leaves one key out (the one that just failed).
+   */
+  readyAt(now: number, except?: number): number | undefined {
+    let earliest: number | undefined;
+    for (let index = 0; index < this.entries.length; index += 1) {
+      if (this.revoked[index] || index === except) continue;
+      const at = Math.max(now, this.coolUntil[index] ?? 0);
+      if (earliest === undefined || at < earliest) earliest = at;
+    }
+    return earliest;
   }
 
-  idOf(index: number | undefined): string | undefined {
-    return index === undefined ? undefined : this.ids[index];
+  /** Out of rotation for good; true the first time (so the caller logs it once). */
+  revoke(index: number): boolean {
+    if (this.revoked[index] !== false) return false;
+    this.revoked[index] = true;
+    return true;
+  }
+
+  /** Out of rotation until `untilMs`; never shortens a cool-down already running. */
+  cool(index: number, untilMs: number): void {
+    if ((this.coolUntil[index] ?? Infinity) < untilMs) this.coolUntil[index] = untilMs;
+  }
+
+  key(index: number): string | undefined {
+    return this.entries[index];
+  }
+
+  /** The short hash that stands for the key in logs; `none` for a keyless provider. */
+  idOf(index: number): string {
+    return this.ids[index] ?? 'none';
+  }
+
+  health(now: number): KeyRingHealth {
+    let healthy = 0;
+    let cooling = 0;
+    let revoked = 0;
+    for (let index = 0; index < this.entries.length; index += 1) {
+      if (this.revoked[index]) revoked += 1;
+      else if ((this.coolUntil[index] ?? 0) > now) cooling += 1;
+      else healthy += 1;
+    }
+    return { total: this.entries.length, healthy, cooling, revoked };
+  }
+
+  private usable(index: number, now: number): boolean {
+    return this.revoked[index] === false && (this.coolUntil[index] ?? 0) <= now;
   }
 }

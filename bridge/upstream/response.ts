@@ -30,7 +30,9 @@ export function truncate(text: string, max = MAX_MESSAGE_CHARS): string {
 
 /** A 200 answer as a completion, or a reason it cannot be used (then the attempt failed). */
 export function parseCompletion(text: string, requestedModel: string): Completion | { malformed: string } {
+  if (text.trim() === '') return { malformed: 'answer body is empty' };
   const json = parseJson(text);
+  if (json === undefined) return { malformed: `answer is not valid JSON: ${truncate(text, 60)}` };
   if (!isRecord(json)) return { malformed: 'answer is not a JSON object' };
   const choices = json['choices'];
   const first: unknown = Array.isArray(choices) ? choices[0] : undefined;

@@ -3,6 +3,9 @@
 // loses the lock once its lease runs out, the next grant carries a larger fence, and the
 // stopped holder starts no further attempt when it wakes up.
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
 import { startUpstreamSim, type RecordedRequest, type UpstreamSim } from '../../device-sim/upstream-sim.js';
@@ -56,7 +59,12 @@ describe('chaos: lock leases', () => {
     // Five timed-out attempts (5 × 1.5 s plus backoff) hold the lock well past one 6.5 s lease;
     // the sixth attempt is answered.
     upstream.script({ hang: true }, { hang: true }, { hang: true }, { hang: true }, { hang: true });
-    const service = await startServiceProcess(envFor(upstream, { MAX_ATTEMPTS: '6' }));
+    // Five timeouts in a row would open the provider's circuit breaker (default: 5 consecutive
+    // failures) and fail the sixth attempt fast; this test is about the lease, so raise it.
+    const configDir = mkdtempSync(join(tmpdir(), 'chaos-lease-'));
+    const configFile = join(configDir, 'config.json');
+    writeFileSync(configFile, JSON.stringify({ breaker: { consecutiveFailures: 10 } }));
+    const service = await startServiceProcess(envFor(upstream, { MAX_ATTEMPTS: '6', CONFIG_FILE: configFile }));
     services.push(service);
     const tag = randomBytes(3).toString('hex');
     const device = await connectChaosDevice(service.mqttPort, `lease-${tag}`, { clean: true, reconnectPeriod: 0 });

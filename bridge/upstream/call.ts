@@ -1,0 +1,55 @@
+// What the scheduler hands the upstream layer, and what it gets back. Kept apart from the
+// implementations (ProviderChain, UpstreamClient) so both share one shape.
+import type { ChatMessage, Priority, Usage } from '../contract.js';
+
+export interface UpstreamCall {
+  requestId: string;
+  deviceId: string;
+  /** For routing by priority (CONFIG_FILE `routing`). */
+  priority: Priority;
+  /** The model the request named, if any (body.model falls back to UPSTREAM_MODEL). */
+  requestedModel: string | undefined;
+  /**
+   * Already built (see buildUpstreamBody): model + messages + passthrough fields. The chain
+   * replaces `model` with the one its route and provider call for (see ProviderChain).
+   */
+  body: { model: string; messages: ChatMessage[]; [k: string]: unknown };
+  /** Extra headers, e.g. X-Lock-Key / X-Lock-Fence. */
+  headers?: Record<string, string>;
+  /** Epoch ms: no attempt may start at or after it. */
+  deadline?: number;
+  /**
+   * Caps this call's counted attempts below the client's maxAttempts (never above it), e.g.
+   * for a job taken over from a dead instance that already spent some. At least 1.
+   */
+  maxAttempts?: number;
+  /**
+   * Called before every HTTP request, 429 retries included (they count against rate limits
+   * too, RELIABILITY A13), with the 1-based number of that request. A throw stops the call
+   * and is rethrown as is.
+   */
+  beforeAttempt?: (attempt: number) => Promise<void>;
+  /**
+   * The whole chain is rate-limited: every provider that could take the call has all its keys
+   * cooling after 429s. The argument is how long until the first of them may be used again.
+   * Not called while another key or provider can take the call (the scheduler pauses all
+   * dispatch fleet-wide on it, which one rate-limited key must not cause).
+   */
+  onRateLimited?: (retryAfterMs: number) => void;
+  /** Aborts everything (shutdown). */
+  signal?: AbortSignal;
+}
+
+export interface UpstreamResult {
+  /** The model that answered, as the upstream reported it (else the model sent). */
+  model: string;
+  content: string | null;
+  finish_reason: string | null;
+  usage?: Usage;
+  /** Attempts that counted against maxAttempts (429 retries excluded), >= 1, across the whole chain. */
+  attempts: number;
+  /** Wall time of the successful attempt. */
+  upstreamMs: number;
+  /** The name of the provider that answered (`primary`, `fallback`, or a CONFIG_FILE name). */
+  provider: string;
+}

@@ -1,0 +1,162 @@
+// One upstream provider: its settings, its own undici Pool (connection limit and timeouts)
+// and its key ring. `attempt` is ONE HTTP request against it, classified into an Outcome;
+// whether and where to retry is the chain's business (chain.ts).
+import { Pool } from 'undici';
+import { BridgeError } from '../errors.js';
+import { parseRetryAfterMs } from './backoff.js';
+import { KeyRing } from './keys.js';
+import { parseCompletion, readError, truncate, type Completion } from './response.js';
+
+export interface ProviderOptions {
+  /** `primary`, `fallback` or a CONFIG_FILE provider name; in logs, replies' metadata and the breaker key. */
+  name: string;
+  /** e.g. `http://127.0.0.1:8080/v1`; the path prefix is kept: POST {baseUrl}/chat/completions. */
+  baseUrl: string;
+  /** May be empty: then no Authorization header is sent. */
+  apiKeys: readonly string[];
+  /** The model this provider uses unless a route names one (FALLBACK_MODEL, CONFIG_FILE `model`). */
+  model?: string | undefined;
+  /** Per attempt: waiting for a socket, connect, headers and the whole body. */
+  timeoutMs: number;
+  /** TCP/TLS connect; default min(timeoutMs, 10 s). */
+  connectTimeoutMs?: number | undefined;
+  /** undici's own headers/body timeouts, a backstop behind timeoutMs; default timeoutMs + 1 s. */
+  headersTimeoutMs?: number | undefined;
+  bodyTimeoutMs?: number | undefined;
+  /** Sockets kept to this provider (MAX_CONCURRENCY by default). */
+  connections?: number | undefined;
+}
+
+/** What one HTTP request came to. */
+export type Outcome =
+  | { kind: 'ok'; completion: Completion; ms: number }
+  /** Retryable and counted: network error, timeout, 5xx, unusable 200. Counts against the breaker. */
+  | { kind: 'retry'; timeout: boolean; status?: number; message: string }
+  /** 429: retried without using an attempt; the key cools for retryAfterMs. */
+  | { kind: 'rate_limited'; retryAfterMs: number | undefined; message: string }
+  /** 401/403, or a 429 for an exhausted quota, which no wait clears: the key leaves rotation. */
+  | { kind: 'bad_key'; status: number; message: string }
+  /** Any other status: the request itself is refused, retrying cannot help. */
+  | { kind: 'fatal'; status: number; message: string };
+
+const DEFAULT_CONNECTIONS = 32;
+const UNDICI_TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+export function shuttingDown(): BridgeError {
+  return new BridgeError('unavailable', 'bridge is shutting down');
+}
+
+function errorCode(err: unknown): string | undefined {
+  if (typeof err !== 'object' || err === null || !('code' in err)) return undefined;
+  return typeof err.code === 'string' ? err.code : undefined;
+}
+
+export class Provider {
+  readonly name: string;
+  readonly model: string | undefined;
+  readonly timeoutMs: number;
+  readonly keys: KeyRing;
+  private readonly pool: Pool;
+  private readonly path: string;
+
+  constructor(opts: ProviderOptions) {
+    this.name = opts.name;
+    this.model = opts.model;
+    this.timeoutMs = opts.timeoutMs;
+    const url = new URL(opts.baseUrl);
+    // Keep the base URL's path (and query, for providers that version by it) in every request.
+    this.path = `${url.pathname.replace(/\/+$/, '')}/chat/completions${url.search}`;
+    this.pool = new Pool(url.origin, {
+      connections: opts.connections ?? DEFAULT_CONNECTIONS,
+      // Our per-attempt timer is the authority: it also covers the wait for a free socket.
+      // undici's own timeouts sit just behind it as a backstop, so the failure we see is ours.
+      headersTimeout: opts.headersTimeoutMs ?? opts.timeoutMs + 1000,
+      bodyTimeout: opts.bodyTimeoutMs ?? opts.timeoutMs + 1000,
+      connect: { timeout: opts.connectTimeoutMs ?? Math.min(opts.timeoutMs, 10_000) },
+      // keepAliveTimeout stays at undici's short default: a POST on a socket the server just
+      // closed is not retried by undici, so a stale socket would cost one of our attempts.
+    });
+    this.keys = new KeyRing(opts.apiKeys);
+  }
+
+  /** Request headers: the call's extra headers (lower-cased), JSON, and the key's bearer token. */
+  headers(extra: Record<string, string> | undefined, keyIndex: number): Record<string, string> {
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(extra ?? {})) headers[name.toLowerCase()] = value;
+    headers['content-type'] = 'application/json';
+    headers['accept'] = 'application/json';
+    const key = this.keys.key(keyIndex);
+    if (key !== undefined) headers['authorization'] = `Bearer ${key}`;
+    return headers;
+  }
+
+  /**
+   * One HTTP request, bounded by timeoutMs from start to the last body byte. Never throws
+   * except for the outer abort (shutdown), which becomes `unavailable`.
+   */
+  async attempt(payload: string, model: string, headers: Record<string, string>, outer: AbortSignal | undefined): Promise<Outcome> {
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort(new Error(`attempt timed out after ${this.timeoutMs} ms`));
+    }, this.timeoutMs);
+    const onOuterAbort = (): void => controller.abort(outer?.reason);
+    outer?.addEventListener('abort', onOuterAbort, { once: true });
+    const started = performance.now();
+    try {
+      const res = await this.pool.request({ path: this.path, method: 'POST', headers, body: payload, signal: controller.signal });
+      const text = await res.body.text();
+      const ms = performance.now() - started;
+      return this.classify(res.statusCode, res.headers['retry-after'], res.headers['retry-after-ms'], text, model, ms);
+    } catch (err) {
+      if (outer?.aborted) throw shuttingDown();
+      if (timedOut || UNDICI_TIMEOUT_CODES.has(errorCode(err) ?? '')) {
+        return { kind: 'retry', timeout: true, message: `no answer within ${this.timeoutMs} ms` };
+      }
+      const message = err instanceof Error ? err.message : String(err);
+      const code = errorCode(err);
+      const detail = code !== undefined && !message.includes(code) ? `${code} ${message}` : message;
+      return { kind: 'retry', timeout: false, message: `network error: ${truncate(detail)}` };
+    } finally {
+      clearTimeout(timer);
+      outer?.removeEventListener('abort', onOuterAbort);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close();
+  }
+
+  private classify(
+    status: number,
+    retryAfter: string | string[] | undefined,
+    retryAfterMsHeader: string | string[] | undefined,
+    text: string,
+    model: string,
+    ms: number,
+  ): Outcome {
+    if (status >= 200 && status < 300) {
+      const parsed = parseCompletion(text, model);
+      if ('malformed' in parsed) return { kind: 'retry', timeout: false, status, message: `unusable answer (${status}): ${parsed.malformed}` };
+      return { kind: 'ok', completion: parsed, ms };
+    }
+    const error = readError(text);
+    const message = `upstream answered ${status}: ${error.message}`;
+    if (status === 429) {
+      // insufficient_quota does not clear with time (RELIABILITY A13): waiting is pointless.
+      if (error.codes.includes('insufficient_quota')) return { kind: 'bad_key', status, message };
+      return { kind: 'rate_limited', retryAfterMs: retryAfterMs(retryAfter, retryAfterMsHeader), message };
+    }
+    if (status === 401 || status === 403) return { kind: 'bad_key', status, message };
+    if (status >= 500) return { kind: 'retry', timeout: false, status, message };
+    return { kind: 'fatal', status, message };
+  }
+}
+
+/** Azure/OpenAI also send `retry-after-ms`, which is finer than Retry-After's seconds. */
+function retryAfterMs(retryAfter: string | string[] | undefined, retryAfterMsHeader: string | string[] | undefined): number | undefined {
+  const fine = Array.isArray(retryAfterMsHeader) ? retryAfterMsHeader[0] : retryAfterMsHeader;
+  if (fine !== undefined && /^\d+(\.\d+)?$/.test(fine.trim())) return Math.round(Number(fine.trim()));
+  return parseRetryAfterMs(retryAfter);
+}

@@ -63,9 +63,9 @@ export async function startBridge(
     throw err;
   }
   const results = new Results(broker.publish);
-  const { routing, cache, prices } = readConfigFile(config.configFile);
+  const { routing, cache, prices, embeddingModel } = readConfigFile(config.configFile);
   const scheduler = new Scheduler(
-    { ...config, prices },
+    { ...config, prices, embeddingModel },
     coordination.store,
     upstream,
     results,
@@ -77,7 +77,12 @@ export async function startBridge(
     store: coordination.store,
     results,
     logger: log.child({ module: 'intake' }),
-    cache: { ttlS: config.cacheTtlS, allowTemperature: cache.allowTemperature, defaultModel: config.upstreamModel },
+    cache: {
+      ttlS: config.cacheTtlS,
+      allowTemperature: cache.allowTemperature,
+      defaultModel: config.upstreamModel,
+      defaultEmbeddingModel: embeddingModel,
+    },
     routeOf: (priority) => JSON.stringify(routing[priority] ?? null),
     onQueued: () => scheduler.wake(),
   });

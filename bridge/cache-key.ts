@@ -1,7 +1,8 @@
-// The response cache's key: SHA-256 of the canonical request — model, messages and the
-// passthrough parameters, with object keys sorted — never the id, lock or ttl.
+// The response cache's key: SHA-256 of the canonical request — its kind (chat or
+// embeddings), model, messages or input and the passthrough parameters, with object keys
+// sorted — never the id, lock or ttl.
 import { createHash } from 'node:crypto';
-import { PASSTHROUGH_FIELDS, type InferRequest } from './contract.js';
+import { EMBEDDING_PASSTHROUGH_FIELDS, PASSTHROUGH_FIELDS, isEmbeddingRequest, type InferRequest } from './contract.js';
 
 /** JSON with object keys sorted at every depth, so equal requests give equal text. */
 function canonical(value: unknown): string {
@@ -20,7 +21,10 @@ export interface CachePolicy {
   ttlS: number;
   /** CONFIG_FILE cache.allowTemperature: cache answers sampled with temperature > 0 too. */
   allowTemperature: boolean;
+  /** UPSTREAM_MODEL: the model of chat requests that name none. */
   defaultModel: string;
+  /** CONFIG_FILE `embeddingModel`: the model of embeddings requests that name none. */
+  defaultEmbeddingModel: string;
 }
 
 /**
@@ -30,8 +34,15 @@ export interface CachePolicy {
  */
 export function cacheKeyOf(request: InferRequest, policy: CachePolicy, route: string): string | undefined {
   if (policy.ttlS === 0 || request.cache === false) return undefined;
-  if ((request.temperature ?? 0) > 0 && !policy.allowTemperature) return undefined;
-  const parts: Record<string, unknown> = { model: request.model ?? policy.defaultModel, messages: request.messages, route };
-  for (const field of PASSTHROUGH_FIELDS) parts[field] = request[field];
+  let parts: Record<string, unknown>;
+  if (isEmbeddingRequest(request)) {
+    // Embeddings are deterministic: no temperature to check.
+    parts = { kind: 'embeddings', model: request.model ?? policy.defaultEmbeddingModel, input: request.input, route };
+    for (const field of EMBEDDING_PASSTHROUGH_FIELDS) parts[field] = request[field];
+  } else {
+    if ((request.temperature ?? 0) > 0 && !policy.allowTemperature) return undefined;
+    parts = { kind: 'chat', model: request.model ?? policy.defaultModel, messages: request.messages, route };
+    for (const field of PASSTHROUGH_FIELDS) parts[field] = request[field];
+  }
   return createHash('sha256').update(canonical(parts)).digest('hex');
 }

@@ -6,6 +6,8 @@ import { z } from 'zod';
 import { ConfigError, type Config } from './config.js';
 import { PRIORITIES, type Priority } from './contract.js';
 
+export const DEFAULT_EMBEDDING_MODEL = 'text-embedding-3-small';
+
 const httpUrl = z.string().refine((v) => {
   try {
     return ['http:', 'https:'].includes(new URL(v).protocol);
@@ -60,6 +62,8 @@ export const ConfigFileSchema = z.strictObject({
   /** Model → price per million input and output tokens, for the cost estimate. */
   prices: z.record(z.string().min(1), PriceSchema).default({}),
   cache: z.strictObject({ allowTemperature: z.boolean().default(false) }).default({ allowTemperature: false }),
+  /** The model of embeddings requests (`input`) that name none; UPSTREAM_MODEL is a chat model. */
+  embeddingModel: z.string().min(1).max(256).default(DEFAULT_EMBEDDING_MODEL),
   breaker: BreakerSchema.default({ consecutiveFailures: 5, errorRate: 0.5, windowMs: 30_000, minCalls: 20 }),
 });
 

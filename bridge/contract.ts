@@ -66,23 +66,16 @@ export const ChatMessageSchema = z.looseObject({
 });
 export type ChatMessage = z.infer<typeof ChatMessageSchema>;
 
-export const InferRequestSchema = z.object({
+/** Fields every request may carry, chat or embeddings. */
+const REQUEST_COMMON = {
   id: z.string().regex(REQUEST_ID_PATTERN, 'must be 1 to 64 characters of A-Za-z0-9._:-'),
-  messages: z.array(ChatMessageSchema).min(1),
   model: z.string().min(1).max(256).optional(),
-  max_tokens: z.number().int().positive().optional(),
-  temperature: z.number().min(0).max(2).optional(),
-  top_p: z.number().min(0).max(1).optional(),
-  stop: z.union([z.string(), z.array(z.string()).max(4)]).optional(),
-  response_format: z.looseObject({ type: z.string() }).optional(),
-  seed: z.number().int().optional(),
   lock: z.string().min(1).max(128).optional(),
   ttl_ms: z.number().int().positive().optional(),
   cache: z.boolean().optional(),
-});
-export type InferRequest = z.infer<typeof InferRequestSchema>;
+};
 
-/** Fields passed through to the upstream unchanged. */
+/** Chat parameters passed through to the upstream unchanged. */
 export const PASSTHROUGH_FIELDS = [
   'max_tokens',
   'temperature',
@@ -91,6 +84,99 @@ export const PASSTHROUGH_FIELDS = [
   'response_format',
   'seed',
 ] as const;
+
+/** Embeddings parameters passed through to the upstream unchanged. */
+export const EMBEDDING_PASSTHROUGH_FIELDS = ['dimensions', 'encoding_format'] as const;
+
+/** The most inputs one embeddings request may carry (OpenAI's own limit). */
+export const MAX_EMBEDDING_INPUTS = 2048;
+
+/** A field of the other kind of request: present at all, it is a schema violation naming itself. */
+const notFor = (field: string, kind: 'chat' | 'embeddings') =>
+  z
+    .never({
+      error:
+        kind === 'chat'
+          ? `${field} applies to embeddings requests (input), not to chat requests (messages)`
+          : `${field} applies to chat requests (messages), not to embeddings requests (input)`,
+    })
+    .optional();
+
+/** A chat request (`messages`): POST {baseUrl}/chat/completions. */
+export const ChatRequestSchema = z.object({
+  ...REQUEST_COMMON,
+  messages: z.array(ChatMessageSchema).min(1),
+  max_tokens: z.number().int().positive().optional(),
+  temperature: z.number().min(0).max(2).optional(),
+  top_p: z.number().min(0).max(1).optional(),
+  stop: z.union([z.string(), z.array(z.string()).max(4)]).optional(),
+  response_format: z.looseObject({ type: z.string() }).optional(),
+  seed: z.number().int().optional(),
+  dimensions: notFor('dimensions', 'chat'),
+  encoding_format: notFor('encoding_format', 'chat'),
+});
+export type ChatRequest = z.infer<typeof ChatRequestSchema>;
+
+/** An embeddings request (`input`): POST {baseUrl}/embeddings. */
+export const EmbeddingRequestSchema = z.object({
+  ...REQUEST_COMMON,
+  input: z.union(
+    [
+      z.string().min(1, 'must not be empty'),
+      z
+        .array(z.string().min(1, 'must not be empty'))
+        .min(1, 'must hold at least one string')
+        .max(MAX_EMBEDDING_INPUTS, `must hold at most ${MAX_EMBEDDING_INPUTS} strings`),
+    ],
+    { error: `must be a non-empty string or an array of 1 to ${MAX_EMBEDDING_INPUTS} non-empty strings` },
+  ),
+  dimensions: z.number().int().positive().optional(),
+  // The reply carries the vectors as JSON numbers, so base64 is refused rather than decoded.
+  encoding_format: z
+    .literal('float', { error: 'only "float" is supported: the reply carries the vectors as numbers' })
+    .optional(),
+  max_tokens: notFor('max_tokens', 'embeddings'),
+  temperature: notFor('temperature', 'embeddings'),
+  top_p: notFor('top_p', 'embeddings'),
+  stop: notFor('stop', 'embeddings'),
+  response_format: notFor('response_format', 'embeddings'),
+  seed: notFor('seed', 'embeddings'),
+});
+export type EmbeddingRequest = z.infer<typeof EmbeddingRequestSchema>;
+
+export type RequestKind = 'chat' | 'embeddings';
+
+/**
+ * A device request: exactly one of `messages` (chat) or `input` (embeddings). The kind is
+ * picked first, so a violation is reported against the one schema that applies (a plain
+ * union would only say "Invalid input").
+ */
+export const InferRequestSchema = z.unknown().transform((value, ctx): ChatRequest | EmbeddingRequest => {
+  const has = (field: string): boolean =>
+    typeof value === 'object' && value !== null && (value as Record<string, unknown>)[field] !== undefined;
+  if (has('messages') && has('input')) {
+    ctx.addIssue({ code: 'custom', message: 'give either messages (chat) or input (embeddings), not both', path: [] });
+    return z.NEVER;
+  }
+  if (typeof value === 'object' && value !== null && !Array.isArray(value) && !has('messages') && !has('input')) {
+    // Reported at `messages`, as before embeddings existed.
+    ctx.addIssue({ code: 'custom', message: 'missing: give messages (chat) or input (embeddings)', path: ['messages'] });
+    return z.NEVER;
+  }
+  const parsed = (has('input') ? EmbeddingRequestSchema : ChatRequestSchema).safeParse(value);
+  if (parsed.success) return parsed.data;
+  for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
+  return z.NEVER;
+});
+export type InferRequest = z.infer<typeof InferRequestSchema>;
+
+export function isEmbeddingRequest(request: InferRequest): request is EmbeddingRequest {
+  return 'input' in request;
+}
+
+export function requestKind(request: InferRequest): RequestKind {
+  return isEmbeddingRequest(request) ? 'embeddings' : 'chat';
+}
 
 // --- reply ---------------------------------------------------------------------------
 
@@ -105,8 +191,15 @@ export const OkReplySchema = z.object({
   id: z.string(),
   ok: z.literal(true),
   model: z.string(),
+  /** Chat: the answer's text. Embeddings: always null. */
   content: z.string().nullable(),
+  /** Chat: why the answer ended. Embeddings: always null. */
   finish_reason: z.string().nullable(),
+  /** Embeddings of a string `input`: its vector. */
+  embedding: z.array(z.number()).optional(),
+  /** Embeddings of an array `input`: one vector per string, in input order. */
+  embeddings: z.array(z.array(z.number())).optional(),
+  /** Embeddings: completion_tokens is 0. */
   usage: UsageSchema.optional(),
   cached: z.boolean(),
   attempts: z.number().int(),

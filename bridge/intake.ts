@@ -3,11 +3,11 @@
 // after admission returned: "acknowledged" means "admitted" (DESIGN.md).
 import type { Config } from './config.js';
 import { cacheKeyOf, type CachePolicy } from './cache-key.js';
-import { InferRequestSchema, type InferTopic, type OkReply, type Priority } from './contract.js';
+import { InferRequestSchema, isEmbeddingRequest, type InferTopic, type OkReply, type Priority } from './contract.js';
 import { BridgeError, errorReply, toBridgeError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { Results } from './results.js';
-import { jobKey, type CachedAnswer, type Job, type Store } from './store/types.js';
+import { answerFields, jobKey, type CachedAnswer, type Job, type Store } from './store/types.js';
 
 export type IntakeConfig = Pick<
   Config,
@@ -106,7 +106,9 @@ export class Intake {
       arrivalMs,
       score: arrivalMs + this.config.priorityOffsetsMs[priority],
       deadlineMs: request.ttl_ms === undefined ? undefined : arrivalMs + request.ttl_ms,
-      tokenEstimate: Math.ceil(payloadBytes / 4) + (request.max_tokens ?? DEFAULT_COMPLETION_TOKENS),
+      // An embeddings answer has no completion tokens.
+      tokenEstimate:
+        Math.ceil(payloadBytes / 4) + (isEmbeddingRequest(request) ? 0 : (request.max_tokens ?? DEFAULT_COMPLETION_TOKENS)),
       attempts: 0,
       cacheKey: cacheKeyOf(request, this.deps.cache, this.deps.routeOf(priority)),
     };
@@ -147,19 +149,15 @@ export class Intake {
 
 /** A cached answer as this request's reply: its own id and priority, no upstream work. */
 function cachedReply(job: Job, answer: CachedAnswer, elapsedMs: number): OkReply {
-  const reply: OkReply = {
+  return {
     id: job.id,
     ok: true,
-    model: answer.model,
-    content: answer.content,
-    finish_reason: answer.finish_reason,
+    ...answerFields(answer),
     cached: true,
     attempts: 0,
     priority: job.priority,
     timing: { queued_ms: 0, upstream_ms: 0, total_ms: Math.max(0, elapsedMs) },
   };
-  if (answer.usage) reply.usage = answer.usage;
-  return reply;
 }
 
 function readId(body: unknown): string | null {

@@ -3,12 +3,12 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from './config.js';
-import type { OkReply, Reply } from './contract.js';
+import { isEmbeddingRequest, type OkReply, type Reply } from './contract.js';
 import { BridgeError, errorReply, toBridgeError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { Results } from './results.js';
 import type { Price } from './config-file.js';
-import type { CachedAnswer, ClaimedJob, Job, Store } from './store/types.js';
+import { answerFields, type CachedAnswer, type ClaimedJob, type Job, type Store } from './store/types.js';
 import { buildUpstreamBody } from './upstream/body.js';
 import type { UpstreamCall, UpstreamResult } from './upstream/client.js';
 
@@ -25,6 +25,8 @@ export type SchedulerConfig = Pick<
 > & {
   /** Model → price per million tokens (CONFIG_FILE `prices`), for the usage's cost. */
   prices: Record<string, Price>;
+  /** CONFIG_FILE `embeddingModel`: the model of embeddings requests that name none (never UPSTREAM_MODEL). */
+  embeddingModel: string;
 };
 
 export interface Upstream {
@@ -212,7 +214,10 @@ export class Scheduler {
         deviceId: job.deviceId,
         priority: job.priority,
         requestedModel: job.request.model,
-        body: buildUpstreamBody(job.request, this.config.upstreamModel),
+        body: buildUpstreamBody(
+          job.request,
+          isEmbeddingRequest(job.request) ? this.config.embeddingModel : this.config.upstreamModel,
+        ),
         headers: lock === undefined ? {} : { 'X-Lock-Key': lock, 'X-Lock-Fence': String(job.fence) },
         deadline: job.deadlineMs,
         maxAttempts: Math.max(1, this.config.maxAttempts - job.attempts),
@@ -270,7 +275,7 @@ export class Scheduler {
       steps.push(this.store.settleTokens(entry.callId, result.usage.total_tokens));
     }
     if (job.cacheKey !== undefined) {
-      const answer: CachedAnswer = { model: result.model, content: result.content, finish_reason: result.finish_reason, usage: result.usage };
+      const answer: CachedAnswer = answerFields(result);
       steps.push(this.store.cacheSet(job.cacheKey, answer, this.config.cacheTtlS * 1000, now));
     }
     if (result.usage) {
@@ -389,28 +394,22 @@ export class Scheduler {
 
 /** An identical request's answer as this request's reply: its own id, no upstream call of its own. */
 function sharedReply(job: Job, answer: CachedAnswer, claimedAt: number, now: number): OkReply {
-  const reply: OkReply = {
+  return {
     id: job.id,
     ok: true,
-    model: answer.model,
-    content: answer.content,
-    finish_reason: answer.finish_reason,
+    ...answerFields(answer),
     cached: true,
     attempts: 0,
     priority: job.priority,
     timing: { queued_ms: Math.max(0, claimedAt - job.arrivalMs), upstream_ms: 0, total_ms: Math.max(0, now - job.arrivalMs) },
   };
-  if (answer.usage) reply.usage = answer.usage;
-  return reply;
 }
 
 function okReply(job: Job, result: UpstreamResult, priorAttempts: number, claimedAt: number, now: number): OkReply {
-  const reply: OkReply = {
+  return {
     id: job.id,
     ok: true,
-    model: result.model,
-    content: result.content,
-    finish_reason: result.finish_reason,
+    ...answerFields(result),
     cached: false,
     attempts: priorAttempts + result.attempts,
     priority: job.priority,
@@ -420,6 +419,4 @@ function okReply(job: Job, result: UpstreamResult, priorAttempts: number, claime
       total_ms: Math.max(0, now - job.arrivalMs),
     },
   };
-  if (result.usage) reply.usage = result.usage;
-  return reply;
 }

@@ -91,6 +91,8 @@ export interface UpstreamSim {
 export const DEFAULT_MODEL = 'sim-model';
 export const EMBEDDING_MODEL = 'sim-embedding';
 const EMBEDDING_DIMENSIONS = 8;
+/** The largest `dimensions` the simulator honours (OpenAI's largest model has 3072). */
+const MAX_EMBEDDING_DIMENSIONS = 4096;
 const RATE_WINDOW_MS = 60_000;
 // Big enough for camera frames as data URLs; bounded so a bad client cannot exhaust memory.
 const MAX_BODY_BYTES = 32 * 1024 * 1024;
@@ -181,11 +183,17 @@ function defaultErrorBody(status: number): unknown {
   return openAiError(`upstream-sim scripted status ${status}`, 'invalid_request_error');
 }
 
-/** Deterministic unit vector from a hash of the input, so equal inputs embed equally. */
-function embed(text: string): number[] {
-  const digest = createHash('sha256').update(text).digest();
+/**
+ * Deterministic unit vector from a hash of the input, so equal inputs embed equally;
+ * `dimensions` long (each further 16 components come from another hash of the input).
+ */
+export function simEmbedding(text: string, dimensions = EMBEDDING_DIMENSIONS): number[] {
   const raw: number[] = [];
-  for (let i = 0; i < EMBEDDING_DIMENSIONS; i++) raw.push(digest.readUInt16BE(i * 2) / 32767.5 - 1);
+  let digest = createHash('sha256').update(text).digest();
+  for (let i = 0; i < dimensions; i++) {
+    if (i > 0 && i % 16 === 0) digest = createHash('sha256').update(`${text}\u0000${i / 16}`).digest();
+    raw.push(digest.readUInt16BE((i % 16) * 2) / 32767.5 - 1);
+  }
   const norm = Math.hypot(...raw) || 1;
   return raw.map((v) => Math.round((v / norm) * 1e6) / 1e6);
 }
@@ -335,9 +343,10 @@ export async function startUpstreamSim(opts: UpstreamSimOptions): Promise<Upstre
     const model = typeof body.model === 'string' && body.model !== '' ? body.model : EMBEDDING_MODEL;
     const inputs = typeof body.input === 'string' ? [body.input] : (body.input as string[]);
     const tokens = inputs.reduce((acc, s) => acc + estimateTokens(s), 0);
+    const dimensions = typeof body.dimensions === 'number' ? body.dimensions : EMBEDDING_DIMENSIONS;
     return {
       object: 'list',
-      data: inputs.map((s, index) => ({ object: 'embedding', index, embedding: embed(s) })),
+      data: inputs.map((s, index) => ({ object: 'embedding', index, embedding: simEmbedding(s, dimensions) })),
       model,
       usage: { prompt_tokens: tokens, total_tokens: tokens },
     };
@@ -350,6 +359,12 @@ export async function startUpstreamSim(opts: UpstreamSimOptions): Promise<Upstre
     if (path === '/v1/chat/completions') {
       if (!Array.isArray(body.messages) || body.messages.length === 0) return "'messages' must be a non-empty array";
       return null;
+    }
+    if (
+      body.dimensions !== undefined &&
+      !(Number.isInteger(body.dimensions) && (body.dimensions as number) > 0 && (body.dimensions as number) <= MAX_EMBEDDING_DIMENSIONS)
+    ) {
+      return `'dimensions' must be an integer from 1 to ${MAX_EMBEDDING_DIMENSIONS}`;
     }
     const input = body.input;
     const ok =

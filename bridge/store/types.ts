@@ -1,7 +1,7 @@
 // The coordination interface. `memory` serves one instance; a Redis implementation will
 // serve a fleet (issue 3). Intake, scheduler and results only ever see this interface, and
 // one contract suite (test/store/) runs against every implementation.
-import type { InferRequest, Priority, Reply, Usage } from '../contract.js';
+import type { InferRequest, OkReply, Priority, Reply, Usage } from '../contract.js';
 
 /** A request as it waits in the queue. Plain data: it must survive a JSON round trip. */
 export interface Job {
@@ -56,7 +56,26 @@ export interface CachedAnswer {
   model: string;
   content: string | null;
   finish_reason: string | null;
+  /** Embeddings of a string input. */
+  embedding?: number[] | undefined;
+  /** Embeddings of an array input, in input order. */
+  embeddings?: number[][] | undefined;
   usage?: Usage | undefined;
+}
+
+/** The answer's part of an ok reply (model, content or vectors, usage), without undefined keys. */
+export function answerFields(
+  answer: CachedAnswer,
+): Pick<OkReply, 'model' | 'content' | 'finish_reason' | 'embedding' | 'embeddings' | 'usage'> {
+  const fields: Pick<OkReply, 'model' | 'content' | 'finish_reason' | 'embedding' | 'embeddings' | 'usage'> = {
+    model: answer.model,
+    content: answer.content,
+    finish_reason: answer.finish_reason,
+  };
+  if (answer.embedding) fields.embedding = answer.embedding;
+  if (answer.embeddings) fields.embeddings = answer.embeddings;
+  if (answer.usage) fields.usage = answer.usage;
+  return fields;
 }
 
 /** Tokens and estimated cost, as totals. */

@@ -1,6 +1,7 @@
 // What the scheduler hands the upstream layer, and what it gets back. Kept apart from the
 // implementations (ProviderChain, UpstreamClient) so both share one shape.
-import type { ChatMessage, Priority, Usage } from '../contract.js';
+import type { Priority, Usage } from '../contract.js';
+import type { UpstreamBody } from './body.js';
 
 export interface UpstreamCall {
   requestId: string;
@@ -10,10 +11,12 @@ export interface UpstreamCall {
   /** The model the request named, if any (body.model falls back to UPSTREAM_MODEL). */
   requestedModel: string | undefined;
   /**
-   * Already built (see buildUpstreamBody): model + messages + passthrough fields. The chain
-   * replaces `model` with the one its route and provider call for (see ProviderChain).
+   * Already built (see buildUpstreamBody): model + messages (chat) or input (embeddings) +
+   * passthrough fields. The body decides the endpoint: with `input` it is POST
+   * {baseUrl}/embeddings, else POST {baseUrl}/chat/completions. The chain replaces `model`
+   * with the one its route and provider call for (see ProviderChain).
    */
-  body: { model: string; messages: ChatMessage[]; [k: string]: unknown };
+  body: UpstreamBody;
   /** Extra headers, e.g. X-Lock-Key / X-Lock-Fence. */
   headers?: Record<string, string>;
   /** Epoch ms: no attempt may start at or after it. */
@@ -43,8 +46,15 @@ export interface UpstreamCall {
 export interface UpstreamResult {
   /** The model that answered, as the upstream reported it (else the model sent). */
   model: string;
+  /** Chat: the answer's text; embeddings: null. */
   content: string | null;
+  /** Chat: why it ended; embeddings: null. */
   finish_reason: string | null;
+  /** Embeddings of a string input. */
+  embedding?: number[];
+  /** Embeddings of an array input, in input order. */
+  embeddings?: number[][];
+  /** Embeddings: completion_tokens 0. */
   usage?: Usage;
   /** Attempts that counted against maxAttempts (429 retries excluded), >= 1, across the whole chain. */
   attempts: number;

@@ -1,4 +1,5 @@
-// The provider chain: the one place the bridge decides where an upstream call goes. Per
+// The provider chain: the one place the bridge decides where an upstream call goes, for chat
+// and embeddings calls alike (the body decides the endpoint and how the answer is read). Per
 // attempt it picks a provider (route first, then the chain order; open circuits and providers
 // without a usable key are skipped), makes ONE HTTP attempt there (Provider.attempt), records
 // the outcome in that provider's breaker and key ring, and decides what comes next:
@@ -23,14 +24,16 @@
 // earliest half-open time: it does not wait out a cool-down (a request's ttl_ms is usually
 // shorter, and its device is better told now).
 import type { Route } from '../config-file.js';
-import type { Priority } from '../contract.js';
+import type { Priority, RequestKind } from '../contract.js';
 import { BridgeError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { backoffDelayMs, type BackoffOptions } from './backoff.js';
 import { Breaker, type BreakerConfig, type BreakerStore, type CircuitState, type Permit } from './breaker.js';
+import { isEmbeddingsBody } from './body.js';
 import type { UpstreamCall, UpstreamResult } from './call.js';
 import type { KeyRingHealth } from './keys.js';
 import { Provider, shuttingDown, type Outcome, type ProviderOptions } from './provider.js';
+import { CHAT_SHAPE, type AnswerShape } from './response.js';
 
 /** Where config sends a call: a provider (tried first) and/or a model. */
 export type { Route };
@@ -184,14 +187,19 @@ export class ProviderChain {
    * The config's route for a call: routing[priority] first (it may pick a model, a provider or
    * both), then the model map for the resulting model (an alias to another model, a provider,
    * or both). `model` is undefined when config names none.
+   *
+   * Embeddings: routing[priority]'s provider applies, its model does not (it names a chat
+   * model, as a provider's default model does); the model map applies to the requested
+   * embedding model as it does to a chat model.
    */
-  resolve(priority: Priority, requestedModel: string | undefined): Route {
+  resolve(priority: Priority, requestedModel: string | undefined, kind: RequestKind = 'chat'): Route {
     const byPriority = this.routing[priority];
-    const model = byPriority?.model ?? requestedModel;
+    const routedModel = kind === 'chat' ? byPriority?.model : undefined;
+    const model = routedModel ?? requestedModel;
     const byModel = model !== undefined && Object.hasOwn(this.models, model) ? this.models[model] : undefined;
     return {
       provider: byPriority?.provider ?? byModel?.provider,
-      model: byModel ? (byModel.model ?? model) : byPriority?.model,
+      model: byModel ? (byModel.model ?? model) : routedModel,
     };
   }
 
@@ -201,10 +209,16 @@ export class ProviderChain {
    * (failing over from a routed one, or no provider routed) the provider's own model wins —
    * a fallback's FALLBACK_MODEL names what it serves, and another vendor may not know the
    * primary's model names — then a provider-less route's model, then the body's.
+   *
+   * Embeddings never get a provider's own model (FALLBACK_MODEL, a file provider's `model`):
+   * those are chat models. So an embeddings call sends the route's model on the route's
+   * provider, a provider-less route's model anywhere, else the body's (the request's, else
+   * CONFIG_FILE `embeddingModel`).
    */
-  modelFor(provider: Provider, route: Route, bodyModel: string): string {
-    if (route.provider === provider.name) return route.model ?? provider.model ?? bodyModel;
-    return provider.model ?? (route.provider === undefined ? route.model : undefined) ?? bodyModel;
+  modelFor(provider: Provider, route: Route, bodyModel: string, kind: RequestKind = 'chat'): string {
+    const own = kind === 'chat' ? provider.model : undefined;
+    if (route.provider === provider.name) return route.model ?? own ?? bodyModel;
+    return own ?? (route.provider === undefined ? route.model : undefined) ?? bodyModel;
   }
 
   async call(req: UpstreamCall): Promise<UpstreamResult> {
@@ -212,11 +226,14 @@ export class ProviderChain {
     const log = this.logger.child({ reqId: req.requestId, deviceId: req.deviceId });
     const { maxRateLimitedRetries } = this.opts;
     const maxAttempts = Math.max(1, Math.min(req.maxAttempts ?? this.opts.maxAttempts, this.opts.maxAttempts));
-    const route = this.resolve(req.priority, req.requestedModel);
+    const shape: AnswerShape = isEmbeddingsBody(req.body)
+      ? { kind: 'embeddings', single: typeof req.body.input === 'string', count: typeof req.body.input === 'string' ? 1 : req.body.input.length }
+      : CHAT_SHAPE;
+    const route = this.resolve(req.priority, req.requestedModel, shape.kind);
     const candidates = this.candidates(route);
     const payloads = new Map<string, { payload: string; model: string }>();
     const payloadFor = (provider: Provider): { payload: string; model: string } => {
-      const model = this.modelFor(provider, route, req.body.model);
+      const model = this.modelFor(provider, route, req.body.model, shape.kind);
       let entry = payloads.get(model);
       if (!entry) {
         entry = { payload: JSON.stringify({ ...req.body, model }), model };
@@ -297,7 +314,7 @@ export class ProviderChain {
           { attempt: counted + 1, request: requests, provider: provider.name, model, keyId: provider.keys.idOf(keyIndex) },
           'upstream attempt',
         );
-        outcome = await provider.attempt(payload, model, provider.headers(req.headers, keyIndex), req.signal);
+        outcome = await provider.attempt(payload, model, provider.headers(req.headers, keyIndex), req.signal, shape);
       } catch (err) {
         // The attempt never ran (or was aborted): hand a half-open probe back at once.
         await member.breaker?.release(permit);

@@ -10,7 +10,7 @@ export type { UpstreamCall, UpstreamResult } from './call.js';
 export { ProviderChain, type ProviderChainOptions, type ProviderHealth } from './chain.js';
 
 export interface UpstreamClientOptions {
-  /** e.g. `http://127.0.0.1:8080/v1`; the path prefix is kept: POST {baseUrl}/chat/completions. */
+  /** e.g. `http://127.0.0.1:8080/v1`; the path prefix is kept: POST {baseUrl}/chat/completions (or /embeddings). */
   baseUrl: string;
   /** May be empty: then no Authorization header is sent. */
   apiKeys: string[];

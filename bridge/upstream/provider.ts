@@ -5,16 +5,19 @@ import { Pool } from 'undici';
 import { BridgeError } from '../errors.js';
 import { parseRetryAfterMs } from './backoff.js';
 import { KeyRing } from './keys.js';
-import { parseCompletion, readError, truncate, type Completion } from './response.js';
+import { CHAT_SHAPE, parseAnswer, readError, truncate, type AnswerShape, type Completion } from './response.js';
 
 export interface ProviderOptions {
   /** `primary`, `fallback` or a CONFIG_FILE provider name; in logs, replies' metadata and the breaker key. */
   name: string;
-  /** e.g. `http://127.0.0.1:8080/v1`; the path prefix is kept: POST {baseUrl}/chat/completions. */
+  /** e.g. `http://127.0.0.1:8080/v1`; the path prefix is kept: POST {baseUrl}/chat/completions (or /embeddings). */
   baseUrl: string;
   /** May be empty: then no Authorization header is sent. */
   apiKeys: readonly string[];
-  /** The model this provider uses unless a route names one (FALLBACK_MODEL, CONFIG_FILE `model`). */
+  /**
+   * The chat model this provider uses unless a route names one (FALLBACK_MODEL, CONFIG_FILE
+   * `model`). Never used for embeddings (see ProviderChain.modelFor).
+   */
   model?: string | undefined;
   /** Per attempt: waiting for a socket, connect, headers and the whole body. */
   timeoutMs: number;
@@ -57,7 +60,7 @@ export class Provider {
   readonly timeoutMs: number;
   readonly keys: KeyRing;
   private readonly pool: Pool;
-  private readonly path: string;
+  private readonly paths: Record<AnswerShape['kind'], string>;
 
   constructor(opts: ProviderOptions) {
     this.name = opts.name;
@@ -65,7 +68,8 @@ export class Provider {
     this.timeoutMs = opts.timeoutMs;
     const url = new URL(opts.baseUrl);
     // Keep the base URL's path (and query, for providers that version by it) in every request.
-    this.path = `${url.pathname.replace(/\/+$/, '')}/chat/completions${url.search}`;
+    const base = url.pathname.replace(/\/+$/, '');
+    this.paths = { chat: `${base}/chat/completions${url.search}`, embeddings: `${base}/embeddings${url.search}` };
     this.pool = new Pool(url.origin, {
       connections: opts.connections ?? DEFAULT_CONNECTIONS,
       // Our per-attempt timer is the authority: it also covers the wait for a free socket.
@@ -91,10 +95,17 @@ export class Provider {
   }
 
   /**
-   * One HTTP request, bounded by timeoutMs from start to the last body byte. Never throws
-   * except for the outer abort (shutdown), which becomes `unavailable`.
+   * One HTTP request, bounded by timeoutMs from start to the last body byte: to
+   * /chat/completions, or to /embeddings for an embeddings `shape`, whose answer is read as
+   * one. Never throws except for the outer abort (shutdown), which becomes `unavailable`.
    */
-  async attempt(payload: string, model: string, headers: Record<string, string>, outer: AbortSignal | undefined): Promise<Outcome> {
+  async attempt(
+    payload: string,
+    model: string,
+    headers: Record<string, string>,
+    outer: AbortSignal | undefined,
+    shape: AnswerShape = CHAT_SHAPE,
+  ): Promise<Outcome> {
     const controller = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -105,10 +116,10 @@ export class Provider {
     outer?.addEventListener('abort', onOuterAbort, { once: true });
     const started = performance.now();
     try {
-      const res = await this.pool.request({ path: this.path, method: 'POST', headers, body: payload, signal: controller.signal });
+      const res = await this.pool.request({ path: this.paths[shape.kind], method: 'POST', headers, body: payload, signal: controller.signal });
       const text = await res.body.text();
       const ms = performance.now() - started;
-      return this.classify(res.statusCode, res.headers['retry-after'], res.headers['retry-after-ms'], text, model, ms);
+      return this.classify(res.statusCode, res.headers['retry-after'], res.headers['retry-after-ms'], text, model, ms, shape);
     } catch (err) {
       if (outer?.aborted) throw shuttingDown();
       if (timedOut || UNDICI_TIMEOUT_CODES.has(errorCode(err) ?? '')) {
@@ -135,9 +146,10 @@ export class Provider {
     text: string,
     model: string,
     ms: number,
+    shape: AnswerShape,
   ): Outcome {
     if (status >= 200 && status < 300) {
-      const parsed = parseCompletion(text, model);
+      const parsed = parseAnswer(text, model, shape);
       if ('malformed' in parsed) return { kind: 'retry', timeout: false, status, message: `unusable answer (${status}): ${parsed.malformed}` };
       return { kind: 'ok', completion: parsed, ms };
     }

@@ -4,10 +4,24 @@ import { UsageSchema, type Usage } from '../contract.js';
 
 export interface Completion {
   model: string;
+  /** Chat only; null for embeddings. */
   content: string | null;
+  /** Chat only; null for embeddings. */
   finish_reason: string | null;
+  /** Embeddings of a string input. */
+  embedding?: number[];
+  /** Embeddings of an array input, in input order. */
+  embeddings?: number[][];
   usage?: Usage;
 }
+
+/** What an attempt asks for, so its answer is read accordingly. */
+export type AnswerShape =
+  | { kind: 'chat' }
+  /** `single`: the input was one string (reply `embedding`), else an array of `count` strings (reply `embeddings`). */
+  | { kind: 'embeddings'; single: boolean; count: number };
+
+export const CHAT_SHAPE: AnswerShape = { kind: 'chat' };
 
 const MAX_MESSAGE_CHARS = 200;
 
@@ -48,6 +62,59 @@ export function parseCompletion(text: string, requestedModel: string): Completio
     finish_reason: typeof finish === 'string' ? finish : null,
   };
   if (usage.success) completion.usage = usage.data;
+  return completion;
+}
+
+/** A 200 answer in the shape `shape` asks for, or a reason it cannot be used. */
+export function parseAnswer(text: string, requestedModel: string, shape: AnswerShape): Completion | { malformed: string } {
+  return shape.kind === 'chat' ? parseCompletion(text, requestedModel) : parseEmbeddings(text, requestedModel, shape);
+}
+
+/**
+ * An embeddings answer, `{data:[{embedding, index}], model, usage:{prompt_tokens, total_tokens}}`,
+ * as a completion: one vector per input, ordered by `index` (position when absent), with
+ * completion_tokens 0. Anything else (a count that does not match the inputs, a base64 or
+ * empty vector, repeated indices) is unusable.
+ */
+export function parseEmbeddings(
+  text: string,
+  requestedModel: string,
+  shape: { single: boolean; count: number },
+): Completion | { malformed: string } {
+  if (text.trim() === '') return { malformed: 'answer body is empty' };
+  const json = parseJson(text);
+  if (json === undefined) return { malformed: `answer is not valid JSON: ${truncate(text, 60)}` };
+  if (!isRecord(json)) return { malformed: 'answer is not a JSON object' };
+  const data = json['data'];
+  if (!Array.isArray(data)) return { malformed: 'answer has no data list' };
+  if (data.length !== shape.count) return { malformed: `answer has ${data.length} embeddings for ${shape.count} inputs` };
+  const vectors: Array<number[] | undefined> = new Array<number[] | undefined>(shape.count).fill(undefined);
+  for (const [position, item] of data.entries()) {
+    if (!isRecord(item)) return { malformed: `data.${position} is not an object` };
+    const index = item['index'] ?? position;
+    if (typeof index !== 'number' || !Number.isInteger(index) || index < 0 || index >= shape.count || vectors[index]) {
+      return { malformed: `data.${position} has a bad or repeated index` };
+    }
+    const embedding = item['embedding'];
+    if (!Array.isArray(embedding) || embedding.length === 0 || !embedding.every((v) => typeof v === 'number' && Number.isFinite(v))) {
+      return { malformed: `data.${position}.embedding is not a non-empty list of numbers` };
+    }
+    vectors[index] = embedding as number[];
+  }
+  const ordered = vectors as number[][]; // every index 0..count-1 filled: count items, no repeats
+  const completion: Completion = {
+    model: typeof json['model'] === 'string' && json['model'] !== '' ? json['model'] : requestedModel,
+    content: null,
+    finish_reason: null,
+  };
+  if (shape.single) completion.embedding = ordered[0] as number[];
+  else completion.embeddings = ordered;
+  const usage = json['usage'];
+  if (isRecord(usage) && typeof usage['prompt_tokens'] === 'number') {
+    const prompt = usage['prompt_tokens'];
+    const total = typeof usage['total_tokens'] === 'number' ? usage['total_tokens'] : prompt;
+    completion.usage = { prompt_tokens: prompt, completion_tokens: 0, total_tokens: total };
+  }
   return completion;
 }
 

@@ -9,7 +9,7 @@ import { MemoryBreakerStore } from '../../bridge/upstream/breaker.js';
 import type { UpstreamCall } from '../../bridge/upstream/call.js';
 import { ProviderChain, type ProviderChainOptions } from '../../bridge/upstream/chain.js';
 import type { ProviderOptions } from '../../bridge/upstream/provider.js';
-import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
+import { simEmbedding, startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
 
 const sims: UpstreamSim[] = [];
 const chains: ProviderChain[] = [];
@@ -388,5 +388,98 @@ describe('ProviderChain: bad answers', () => {
     expect(err.code).toBe('upstream_timeout');
     expect(err.message).toContain('no answer within 300 ms in 2 attempts');
     expect(await c.call(call())).toMatchObject({ attempts: 1 });
+  });
+});
+
+describe('ProviderChain: embeddings', () => {
+  const embeddingsCall = (input: string | string[], extra: Partial<UpstreamCall> = {}): UpstreamCall =>
+    call({ body: { model: 'text-embedding-3-small', input }, ...extra });
+
+  it('posts {model, input, dimensions, encoding_format} to {baseUrl}/embeddings and returns the vector', async () => {
+    const primary = await sim();
+    const c = chain([provider('primary', primary.url)]);
+    const result = await c.call(
+      embeddingsCall('scratch on part 7', {
+        body: { model: 'text-embedding-3-small', input: 'scratch on part 7', dimensions: 16, encoding_format: 'float' },
+        headers: { 'X-Lock-Key': 'line-3', 'X-Lock-Fence': '4' },
+      }),
+    );
+    expect(result).toMatchObject({ provider: 'primary', model: 'text-embedding-3-small', content: null, finish_reason: null, attempts: 1 });
+    expect(result.embedding).toEqual(simEmbedding('scratch on part 7', 16));
+    expect(result.embeddings).toBeUndefined();
+    expect(result.usage).toEqual({ prompt_tokens: 5, completion_tokens: 0, total_tokens: 5 });
+    expect(primary.requests).toHaveLength(1);
+    const [seen] = primary.requests;
+    expect(seen?.path).toBe('/v1/embeddings');
+    expect(seen?.headers['x-lock-fence']).toBe('4');
+    expect(seen?.body).toEqual({ model: 'text-embedding-3-small', input: 'scratch on part 7', dimensions: 16, encoding_format: 'float' });
+  });
+
+  it('returns an array input\'s vectors in input order, sorted by `index`', async () => {
+    const primary = await sim();
+    primary.script({
+      status: 200,
+      body: {
+        object: 'list',
+        data: [
+          { object: 'embedding', index: 2, embedding: [3] },
+          { object: 'embedding', index: 0, embedding: [1] },
+          { object: 'embedding', index: 1, embedding: [2] },
+        ],
+        model: 'text-embedding-3-small-v2',
+        usage: { prompt_tokens: 3, total_tokens: 3 },
+      },
+    });
+    const c = chain([provider('primary', primary.url)]);
+    const result = await c.call(embeddingsCall(['a', 'b', 'c']));
+    expect(result.embeddings).toEqual([[1], [2], [3]]);
+    expect(result.embedding).toBeUndefined();
+    expect(result.model).toBe('text-embedding-3-small-v2');
+    expect(result.usage).toEqual({ prompt_tokens: 3, completion_tokens: 0, total_tokens: 3 });
+  });
+
+  it('never sends a provider\'s own (chat) model, nor a priority route\'s model; the model map applies', async () => {
+    const fallback = await sim();
+    const c = chain([provider('primary', await closedPortUrl()), provider('fallback', fallback.url, { model: 'fallback-chat-model' })], {
+      routing: { low: { provider: 'fallback', model: 'cheap-chat-model' } },
+      models: { 'emb-alias': { provider: undefined, model: 'text-embedding-3-large' } },
+    });
+    // Failover to the fallback keeps the embedding model.
+    expect(await c.call(embeddingsCall('x'))).toMatchObject({ provider: 'fallback', model: 'text-embedding-3-small', attempts: 2 });
+    // routing.low's provider applies, its (chat) model does not.
+    expect(await c.call(embeddingsCall('y', { priority: 'low' }))).toMatchObject({ provider: 'fallback', model: 'text-embedding-3-small', attempts: 1 });
+    // The model map maps a requested embedding model.
+    const aliased = call({ requestedModel: 'emb-alias', body: { model: 'emb-alias', input: 'z' } });
+    expect(await c.call(aliased)).toMatchObject({ model: 'text-embedding-3-large' });
+    expect(modelsSeen(fallback)).toEqual(['text-embedding-3-small', 'text-embedding-3-small', 'text-embedding-3-large']);
+    expect(fallback.requests.every((r) => r.path === '/v1/embeddings')).toBe(true);
+    // A chat call on the same chain still gets the routed and the provider's models.
+    expect(await c.call(call({ priority: 'low' }))).toMatchObject({ provider: 'fallback', model: 'cheap-chat-model' });
+  });
+
+  it('turns malformed embeddings answers into upstream_error, retried like chat ones', async () => {
+    const primary = await sim();
+    const wrongCount = { status: 200, body: { data: [{ index: 0, embedding: [1] }], model: 'm' } };
+    const base64 = { status: 200, body: { data: [{ index: 0, embedding: 'AAAAAA==' }, { index: 1, embedding: 'AAAAAA==' }], model: 'm' } };
+    primary.script({ malformed: true }, wrongCount, base64);
+    const c = chain([provider('primary', primary.url)], { breaker: undefined });
+    const err = await failureOf(c.call(embeddingsCall(['a', 'b'])));
+    expect(err.code).toBe('upstream_error');
+    expect(err.message).toMatch(/failed after 3 attempts; last: unusable answer \(200\): data\.0\.embedding is not a non-empty list of numbers/);
+    expect(primary.requests.map((r) => r.path)).toEqual(['/v1/embeddings', '/v1/embeddings', '/v1/embeddings']);
+
+    primary.script(wrongCount, wrongCount, wrongCount);
+    const twoForOne = await failureOf(c.call(embeddingsCall(['a', 'b'])));
+    expect(twoForOne.message).toMatch(/answer has 1 embeddings for 2 inputs/);
+    // The next call is answered normally.
+    expect(await c.call(embeddingsCall(['a', 'b']))).toMatchObject({ attempts: 1, embeddings: [simEmbedding('a'), simEmbedding('b')] });
+  });
+
+  it('retries a malformed embeddings answer on the next provider', async () => {
+    const primary = await sim();
+    const fallback = await sim();
+    primary.script({ status: 200, body: { object: 'list', data: [] } });
+    const c = chain([provider('primary', primary.url), provider('fallback', fallback.url)]);
+    expect(await c.call(embeddingsCall('x'))).toMatchObject({ provider: 'fallback', attempts: 2, embedding: simEmbedding('x') });
   });
 });

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
+import { simEmbedding, startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
 
 const sims: UpstreamSim[] = [];
 
@@ -148,6 +148,18 @@ describe('upstream-sim', () => {
 
     const single = await post(sim, '/embeddings', { input: 'alpha' });
     expect((single.body as typeof body).data[0]?.embedding).toEqual(body.data[0]?.embedding);
+  });
+
+  it('honours `dimensions`, keeping the default vector as its head', async () => {
+    const sim = await start();
+    const res = await post(sim, '/embeddings', { input: 'alpha', dimensions: 40 });
+    expect(res.status).toBe(200);
+    const [d] = (res.body as { data: { embedding: number[] }[] }).data;
+    expect(d?.embedding).toHaveLength(40);
+    expect(d?.embedding).toEqual(simEmbedding('alpha', 40));
+    expect(Math.hypot(...(d?.embedding ?? []))).toBeCloseTo(1, 4);
+    expect(simEmbedding('alpha')).toHaveLength(8);
+    expect((await post(sim, '/embeddings', { input: 'alpha', dimensions: 0 })).status).toBe(400);
   });
 
   it('plays scripted steps in order, then resumes normal answers', async () => {

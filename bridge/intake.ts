@@ -7,7 +7,8 @@ import { InferRequestSchema, isEmbeddingRequest, type InferTopic, type OkReply, 
 import { BridgeError, errorReply, toBridgeError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { Results } from './results.js';
-import { answerFields, jobKey, type CachedAnswer, type Job, type Store } from './store/types.js';
+import { okReply } from './replies.js';
+import { jobKey, type Job, type Store } from './store/types.js';
 
 export type IntakeConfig = Pick<
   Config,
@@ -114,7 +115,8 @@ export class Intake {
     };
     const limits = { deviceRpm: this.config.deviceRateLimitRpm, queueMax: this.config.queueMax };
     const cached = job.cacheKey === undefined ? undefined : await this.store.cacheGet(job.cacheKey, arrivalMs);
-    const answer = cached && cachedReply(job, cached, this.clock() - arrivalMs);
+    const answer =
+      cached && okReply(job, cached, { cached: true, attempts: 0, claimedAt: arrivalMs, upstreamMs: 0, now: this.clock() });
     const result = answer
       ? await this.store.admitAnswered(job, answer, limits, this.config.idempotencyTtlS, arrivalMs)
       : await this.store.admit(job, limits, arrivalMs);
@@ -145,19 +147,6 @@ export class Intake {
         throw new BridgeError('queue_full', `the queue is full (QUEUE_MAX ${this.config.queueMax})`);
     }
   }
-}
-
-/** A cached answer as this request's reply: its own id and priority, no upstream work. */
-function cachedReply(job: Job, answer: CachedAnswer, elapsedMs: number): OkReply {
-  return {
-    id: job.id,
-    ok: true,
-    ...answerFields(answer),
-    cached: true,
-    attempts: 0,
-    priority: job.priority,
-    timing: { queued_ms: 0, upstream_ms: 0, total_ms: Math.max(0, elapsedMs) },
-  };
 }
 
 function readId(body: unknown): string | null {

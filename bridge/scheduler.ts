@@ -8,7 +8,8 @@ import { BridgeError, errorReply, toBridgeError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { Results } from './results.js';
 import type { Price } from './config-file.js';
-import { answerFields, type CachedAnswer, type ClaimedJob, type Job, type Store } from './store/types.js';
+import { answerFields, okReply } from './replies.js';
+import type { CachedAnswer, ClaimedJob, Job, Store } from './store/types.js';
 import { buildUpstreamBody } from './upstream/body.js';
 import type { UpstreamCall, UpstreamResult } from './upstream/client.js';
 
@@ -204,7 +205,8 @@ export class Scheduler {
         const shared = await this.followOrLead(entry, job.cacheKey);
         if (shared) {
           log.debug('answered by an identical request in flight');
-          await this.finish(job, sharedReply(job, shared, claimedAt, this.clock()), false, log, abort.signal);
+          const facts = { cached: true, attempts: 0, claimedAt, upstreamMs: 0, now: this.clock() };
+          await this.finish(job, okReply(job, shared, facts), false, log, abort.signal);
           return;
         }
         leading = true;
@@ -229,7 +231,13 @@ export class Scheduler {
         },
         signal: abort.signal,
       });
-      reply = okReply(job, result, job.attempts, claimedAt, this.clock());
+      reply = okReply(job, answerFields(result), {
+        cached: false,
+        attempts: job.attempts + result.attempts,
+        claimedAt,
+        upstreamMs: result.upstreamMs,
+        now: this.clock(),
+      });
       await this.afterAnswer(entry, result, log);
       log.debug({ attempts: reply.attempts, upstreamMs: result.upstreamMs }, 'request answered');
     } catch (err) {
@@ -390,33 +398,4 @@ export class Scheduler {
       this.logger.warn({ err }, 'reap failed');
     }
   }
-}
-
-/** An identical request's answer as this request's reply: its own id, no upstream call of its own. */
-function sharedReply(job: Job, answer: CachedAnswer, claimedAt: number, now: number): OkReply {
-  return {
-    id: job.id,
-    ok: true,
-    ...answerFields(answer),
-    cached: true,
-    attempts: 0,
-    priority: job.priority,
-    timing: { queued_ms: Math.max(0, claimedAt - job.arrivalMs), upstream_ms: 0, total_ms: Math.max(0, now - job.arrivalMs) },
-  };
-}
-
-function okReply(job: Job, result: UpstreamResult, priorAttempts: number, claimedAt: number, now: number): OkReply {
-  return {
-    id: job.id,
-    ok: true,
-    ...answerFields(result),
-    cached: false,
-    attempts: priorAttempts + result.attempts,
-    priority: job.priority,
-    timing: {
-      queued_ms: Math.max(0, claimedAt - job.arrivalMs),
-      upstream_ms: Math.round(result.upstreamMs),
-      total_ms: Math.max(0, now - job.arrivalMs),
-    },
-  };
 }

@@ -63,21 +63,6 @@ export interface CachedAnswer {
   usage?: Usage | undefined;
 }
 
-/** The answer's part of an ok reply (model, content or vectors, usage), without undefined keys. */
-export function answerFields(
-  answer: CachedAnswer,
-): Pick<OkReply, 'model' | 'content' | 'finish_reason' | 'embedding' | 'embeddings' | 'usage'> {
-  const fields: Pick<OkReply, 'model' | 'content' | 'finish_reason' | 'embedding' | 'embeddings' | 'usage'> = {
-    model: answer.model,
-    content: answer.content,
-    finish_reason: answer.finish_reason,
-  };
-  if (answer.embedding) fields.embedding = answer.embedding;
-  if (answer.embeddings) fields.embeddings = answer.embeddings;
-  if (answer.usage) fields.usage = answer.usage;
-  return fields;
-}
-
 /** Tokens and estimated cost, as totals. */
 export interface UsageTotals {
   requests: number;

@@ -1,0 +1,41 @@
+// Ok replies, built in one place whether the answer came from the upstream, the cache or an
+// identical request in flight: each carries the request's own id and priority.
+import type { OkReply } from './contract.js';
+import type { CachedAnswer, Job } from './store/types.js';
+
+type AnswerFields = Pick<OkReply, 'model' | 'content' | 'finish_reason' | 'embedding' | 'embeddings' | 'usage'>;
+
+/** The answer's part of an ok reply (model, content or vectors, usage), without undefined keys. */
+export function answerFields(answer: CachedAnswer): AnswerFields {
+  const fields: AnswerFields = { model: answer.model, content: answer.content, finish_reason: answer.finish_reason };
+  if (answer.embedding) fields.embedding = answer.embedding;
+  if (answer.embeddings) fields.embeddings = answer.embeddings;
+  if (answer.usage) fields.usage = answer.usage;
+  return fields;
+}
+
+export interface ReplyFacts {
+  /** From the cache or an identical request, rather than an upstream call of its own. */
+  cached: boolean;
+  attempts: number;
+  /** When it was claimed (arrival for a cache hit at admission). */
+  claimedAt: number;
+  upstreamMs: number;
+  now: number;
+}
+
+export function okReply(job: Job, answer: CachedAnswer, facts: ReplyFacts): OkReply {
+  return {
+    id: job.id,
+    ok: true,
+    ...answerFields(answer),
+    cached: facts.cached,
+    attempts: facts.attempts,
+    priority: job.priority,
+    timing: {
+      queued_ms: Math.max(0, facts.claimedAt - job.arrivalMs),
+      upstream_ms: Math.round(facts.upstreamMs),
+      total_ms: Math.max(0, facts.now - job.arrivalMs),
+    },
+  };
+}

@@ -1,15 +1,16 @@
 // The composition root: builds every part once and wires them together.
 import { randomBytes } from 'node:crypto';
 import { startBroker, type Broker } from '../broker/broker.js';
+import type { Client } from 'aedes';
 import { startAdmin, type AdminServer } from './admin.js';
 import type { Config } from './config.js';
 import { upstreamSettings } from './config-file.js';
-import { topics, type Status } from './contract.js';
+import { deviceIdOfClientId, topics, type Status } from './contract.js';
 import { BridgeError, errorReply } from './errors.js';
 import { readConfigFile } from './config-file.js';
 import { Intake } from './intake.js';
 import type { Logger } from './logger.js';
-import { Results } from './results.js';
+import { BridgeMetrics, CountingResults } from './metrics.js';
 import { Scheduler } from './scheduler.js';
 import { openCoordination, type Coordination } from './coordination.js';
 import type { Store } from './store/types.js';
@@ -22,9 +23,17 @@ export interface RunningBridge {
   readonly httpPort: number;
   readonly store: Store;
   readonly broker: Broker;
+  readonly metrics: BridgeMetrics;
   /** SIGTERM semantics: stop intake, finish or hand back in-flight work, publish offline. */
   shutdown(): Promise<void>;
 }
+
+export interface BridgeOptions {
+  /** How often bridge/{instanceId}/metrics is published (default 5000; tests use less). */
+  metricsIntervalMs?: number;
+}
+
+const DEFAULT_METRICS_INTERVAL_MS = 5000;
 
 /**
  * `upstreamUrl` must be resolved by the caller (main starts the simulator when it is unset).
@@ -34,6 +43,7 @@ export async function startBridge(
   config: Config & { upstreamUrl: string },
   logger: Logger,
   store?: Store,
+  options: BridgeOptions = {},
 ): Promise<RunningBridge> {
   const instanceId = `bridge-${randomBytes(4).toString('hex')}`;
   const log = logger.child({ instance: instanceId });
@@ -50,10 +60,15 @@ export async function startBridge(
   // and replies through the broker, so the handler is bound once both exist.
   let intake: Intake | undefined;
   let broker: Broker;
+  let metrics: BridgeMetrics | undefined;
   try {
     broker = await startBroker(
       config,
-      (topic, payload) => (intake ? intake.handle(topic, payload) : Promise.resolve()),
+      async (topic, payload) => {
+        if (!intake) return;
+        const outcome = await intake.handle(topic, payload);
+        if (outcome === 'cached') metrics?.cacheHit();
+      },
       log,
       coordination.plugins,
     );
@@ -62,7 +77,23 @@ export async function startBridge(
     await coordination.close();
     throw err;
   }
-  const results = new Results(broker.publish);
+  // MQTT clients of this instance, for GET /v1/devices. Keyed by client id; a session taken
+  // over by a new connection with the same id must not be forgotten when the old one closes.
+  const clients = new Map<string, Client>();
+  broker.aedes.on('client', (client) => clients.set(client.id, client));
+  broker.aedes.on('clientDisconnect', (client) => {
+    if (clients.get(client.id) === client) clients.delete(client.id);
+  });
+
+  let schedulerRef: Scheduler | undefined;
+  metrics = new BridgeMetrics({
+    queueDepth: () => coordination.store.queueDepth(),
+    inFlight: () => schedulerRef?.inFlight ?? 0,
+    providers: () => upstream.health(),
+    connectedClients: () => broker.aedes.connectedClients,
+    refusals: () => broker.refusals,
+  });
+  const results = new CountingResults(broker.publish, metrics);
   const { routing, cache, prices, embeddingModel } = readConfigFile(config.configFile);
   const scheduler = new Scheduler(
     { ...config, prices, embeddingModel },
@@ -71,7 +102,10 @@ export async function startBridge(
     results,
     log.child({ module: 'scheduler' }),
     instanceId,
+    Date.now,
+    metrics,
   );
+  schedulerRef = scheduler;
   intake = new Intake({
     config,
     store: coordination.store,
@@ -90,13 +124,58 @@ export async function startBridge(
   let stopping = false;
   let admin: AdminServer;
   try {
-    admin = await startAdmin(config.httpHost, config.httpPort, (httpPort) => ({
-      ready: !stopping && coordination.healthy(),
-      store: coordination.kind,
-      ports: { mqtt: broker.mqttPort, http: httpPort },
-      instance: instanceId,
-      version: VERSION,
-    }));
+    admin = await startAdmin({
+      host: config.httpHost,
+      port: config.httpPort,
+      adminToken: config.adminToken,
+      logger: log.child({ module: 'admin' }),
+      metrics,
+      readiness: (httpPort) => {
+        const storeReachable = coordination.healthy();
+        const providers = upstream.health().map(({ name, circuit, available }) => ({ name, circuit, available }));
+        // An open circuit whose cool-down is over counts: otherwise an idle instance that no
+        // traffic reaches would never send the probe that closes it.
+        const providerAvailable = providers.some((p) => p.available);
+        return {
+          ready: !stopping && storeReachable && providerAvailable,
+          listening: !stopping,
+          store: coordination.kind,
+          storeReachable,
+          providers,
+          ports: {
+            mqtt: broker.mqttPort,
+            ...(broker.tlsPort === undefined ? {} : { mqttTls: broker.tlsPort }),
+            ...(broker.wsPort === undefined ? {} : { mqttWs: broker.wsPort }),
+            http: httpPort,
+          },
+          instance: instanceId,
+          version: VERSION,
+        };
+      },
+      api: {
+        deadLetters: () => coordination.store.deadLetters(),
+        replay: async (keys) => {
+          const count = await coordination.store.replayDeadLetters(keys, config.priorityOffsetsMs, Date.now());
+          if (count > 0) scheduler.wake();
+          return count;
+        },
+        purge: () => coordination.store.purgeDeadLetters(),
+        usage: (hours) => {
+          const now = Date.now();
+          return coordination.store.usage(now - hours * 3_600_000, now);
+        },
+        devices: () => {
+          const byDevice = new Map<string | null, string[]>();
+          for (const id of clients.keys()) {
+            const deviceId = deviceIdOfClientId(id);
+            const list = byDevice.get(deviceId);
+            if (list) list.push(id);
+            else byDevice.set(deviceId, [id]);
+          }
+          return [...byDevice].map(([deviceId, clientIds]) => ({ deviceId, clientIds: clientIds.sort() }));
+        },
+      },
+    });
   } catch (err) {
     await broker.close();
     await coordination.close();
@@ -110,6 +189,22 @@ export async function startBridge(
   };
   await publishStatus('online');
   scheduler.start();
+
+  // bridge/{instanceId}/metrics: a JSON snapshot every interval, not retained.
+  const metricsTopic = topics.metrics(instanceId);
+  let snapshotting = false;
+  const metricsTimer = setInterval(() => {
+    if (snapshotting || stopping) return; // a slow store: skip a beat rather than pile up
+    snapshotting = true;
+    metrics
+      .snapshot(instanceId)
+      .then((snapshot) => broker.publish(metricsTopic, Buffer.from(JSON.stringify(snapshot)), { qos: 0, retain: false }))
+      .catch((err: unknown) => log.warn({ err }, 'could not publish the metrics snapshot'))
+      .finally(() => {
+        snapshotting = false;
+      });
+  }, options.metricsIntervalMs ?? DEFAULT_METRICS_INTERVAL_MS);
+  metricsTimer.unref();
   log.info({ mqttPort: broker.mqttPort, httpPort: admin.port, store: coordination.kind }, 'bridge ready');
 
   return {
@@ -118,9 +213,11 @@ export async function startBridge(
     httpPort: admin.port,
     store: coordination.store,
     broker,
+    metrics,
     async shutdown() {
       if (stopping) return;
       stopping = true;
+      clearInterval(metricsTimer);
       log.info({ graceMs: config.shutdownGraceMs, inFlight: scheduler.inFlight }, 'shutting down');
       intake?.stop();
       await scheduler.stop(config.shutdownGraceMs);

@@ -3,9 +3,11 @@
 import { OPS_USAGE } from './ops-cli.js';
 import { VERSION } from './version.js';
 
-const USAGE = `usage: edge-ai-bridge [start | dlq … | usage … | version | help]
+const USAGE = `usage: edge-ai-bridge [start | dlq … | usage … | hash-password | version | help]
   start     run the service (the default; configured by environment variables, see README)
 ${OPS_USAGE}
+  hash-password
+            read a password from stdin, print its scrypt hash for AUTH_FILE
   version   print the version`;
 
 const command = process.argv[2] ?? 'start';
@@ -21,6 +23,11 @@ switch (command) {
   case 'usage': {
     const { runUsage } = await import('./ops-cli.js');
     await runUsage(process.argv.slice(3));
+    break;
+  }
+  case 'hash-password': {
+    const { runHashPassword } = await import('./hash-password.js');
+    await runHashPassword();
     break;
   }
   case 'version':

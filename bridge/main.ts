@@ -7,11 +7,7 @@ import { readConfigFile, upstreamSettings } from './config-file.js';
 import { createLogger } from './logger.js';
 
 /** Set but not yet honoured by this version: refusing beats silently running without them. */
-const NOT_YET_SUPPORTED: Array<[keyof Config, string]> = [
-  ['authFile', 'AUTH_FILE'],
-  ['mqttTlsPort', 'MQTT_TLS_PORT'],
-  ['mqttWsPort', 'MQTT_WS_PORT'],
-];
+const NOT_YET_SUPPORTED: Array<[keyof Config, string]> = [];
 
 function fail(message: string): never {
   process.stderr.write(`edge-ai-bridge: ${message}\n`);
@@ -74,6 +70,11 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  // Re-reads AUTH_FILE; connected clients stay (a bad file keeps the users already loaded).
+  process.on('SIGHUP', () => {
+    logger.info({ signal: 'SIGHUP' }, 'signal received');
+    bridge.broker.reloadAuth();
+  });
 }
 
 main().catch((err: unknown) => {

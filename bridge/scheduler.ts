@@ -30,6 +30,28 @@ export type SchedulerConfig = Pick<
   embeddingModel: string;
 };
 
+/** What the scheduler reports for metrics (bridge/metrics.ts); every method must be cheap. */
+export interface SchedulerObserver {
+  /** A job was claimed (holding its lock, if it names one) at `claimedAt`. */
+  claimed(priority: Job['priority'], arrivalMs: number, locked: boolean, claimedAt: number): void;
+  /** An upstream call answered. */
+  answered(result: UpstreamResult): void;
+  /** A job was answered by an identical one in flight. */
+  coalescedAnswer(): void;
+  /** A retry had to wait for rate budget. */
+  rateLimitWait(): void;
+  /** Usage as recorded in the store. */
+  usage(model: string, promptTokens: number, completionTokens: number, costUsd: number): void;
+}
+
+const NO_OBSERVER: SchedulerObserver = {
+  claimed: () => undefined,
+  answered: () => undefined,
+  coalescedAnswer: () => undefined,
+  rateLimitWait: () => undefined,
+  usage: () => undefined,
+};
+
 export interface Upstream {
   call(call: UpstreamCall): Promise<UpstreamResult>;
 }
@@ -80,6 +102,7 @@ export class Scheduler {
     private readonly logger: Logger,
     private readonly owner: string,
     private readonly clock: () => number = Date.now,
+    private readonly observer: SchedulerObserver = NO_OBSERVER,
   ) {
     this.leaseMs = config.upstreamTimeoutMs + LEASE_MARGIN_MS;
   }
@@ -176,6 +199,7 @@ export class Scheduler {
   }
 
   private run(job: ClaimedJob, claimedAt: number): void {
+    this.observer.claimed(job.priority, job.arrivalMs, job.request.lock !== undefined, claimedAt);
     const abort = new AbortController();
     const entry: Running = {
       job,
@@ -205,6 +229,7 @@ export class Scheduler {
         const shared = await this.followOrLead(entry, job.cacheKey);
         if (shared) {
           log.debug('answered by an identical request in flight');
+          this.observer.coalescedAnswer();
           const facts = { cached: true, attempts: 0, claimedAt, upstreamMs: 0, now: this.clock() };
           await this.finish(job, okReply(job, shared, facts), false, log, abort.signal);
           return;
@@ -231,6 +256,7 @@ export class Scheduler {
         },
         signal: abort.signal,
       });
+      this.observer.answered(result);
       reply = okReply(job, answerFields(result), {
         cached: false,
         attempts: job.attempts + result.attempts,
@@ -290,6 +316,7 @@ export class Scheduler {
       const { prompt_tokens: promptTokens, completion_tokens: completionTokens } = result.usage;
       const price = this.config.prices[result.model];
       const costUsd = price ? (promptTokens * price.inputPerMillion + completionTokens * price.outputPerMillion) / 1e6 : 0;
+      this.observer.usage(result.model, promptTokens, completionTokens, costUsd);
       steps.push(
         this.store.recordUsage(
           { deviceId: job.deviceId, model: result.model, priority: job.priority, promptTokens, completionTokens, costUsd },
@@ -308,6 +335,7 @@ export class Scheduler {
     if (entry.leaseLost || performance.now() + this.config.upstreamTimeoutMs >= entry.leaseUntil) throw new LeaseLost();
     if (attempt === 1) return; // the claim already took this call's rate token
     const { job } = entry;
+    let waited = false;
     for (;;) {
       const now = this.clock();
       const take = await this.store.takeRate(job.tokenEstimate, this.config.rateLimitRpm, this.config.rateLimitTpm, now);
@@ -318,6 +346,8 @@ export class Scheduler {
       if (job.deadlineMs !== undefined && take.retryAtMs >= job.deadlineMs) {
         throw new BridgeError('expired', 'ttl_ms passed while a retry waited for upstream rate budget');
       }
+      if (!waited) this.observer.rateLimitWait();
+      waited = true;
       await sleep(Math.max(1, take.retryAtMs - now), undefined, { signal: entry.abort.signal });
       if (entry.leaseLost || performance.now() + this.config.upstreamTimeoutMs >= entry.leaseUntil) throw new LeaseLost();
     }

@@ -1,16 +1,29 @@
 // The embedded MQTT broker: Aedes with the contract's access rules, hooked so that a
-// request is admitted before its PUBLISH is acknowledged.
-import { once } from 'node:events';
+// request is admitted before its PUBLISH is acknowledged. Who a client is comes from
+// AUTH_FILE credentials, an mTLS certificate, or (when allowed) its client id alone.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { Aedes, type AuthenticateError, type Client, type ConnectPacket, type PublishPacket } from 'aedes';
 import type { Config } from '../bridge/config.js';
-import { parseInferTopic, type InferTopic } from '../bridge/contract.js';
+import { parseInferTopic, DEVICE_ID_PATTERN, type InferTopic } from '../bridge/contract.js';
 import type { Logger } from '../bridge/logger.js';
 import type { Publish } from '../bridge/results.js';
 import { mayPublish, maySubscribe, type Identity } from './acl.js';
-import { authenticateAnonymous } from './auth.js';
+import {
+  authenticateAnonymous,
+  clientIdBelongsTo,
+  DEFAULT_THROTTLE,
+  hashPassword,
+  loadAuthFile,
+  LoginThrottle,
+  verifyPassword,
+  type ThrottleOptions,
+  type User,
+} from './auth.js';
 import type { ClusterPlugins } from './cluster.js';
+import { startListeners, type ConnectionInfo } from './listeners.js';
+
+export { listen, ListenError } from './listeners.js';
 
 export type BrokerConfig = Pick<
   Config,
@@ -22,29 +35,47 @@ export type BrokerConfig = Pick<
   | 'keepaliveLimitS'
   | 'drainTimeoutMs'
   | 'maxInflightQos2'
->;
+> &
+  // Optional so a broker built without them (tests, tools) is a plain TCP broker.
+  Partial<Pick<Config, 'authFile' | 'mqttTlsPort' | 'tlsCertFile' | 'tlsKeyFile' | 'tlsCaFile' | 'mqttWsPort'>>;
 
 /** Admits one request; resolves once it is queued or answered with an error reply. */
 export type RequestHandler = (topic: InferTopic, payload: Buffer) => Promise<unknown>;
 
+/** Counts of refused operations, for metrics. */
+export interface Refusals {
+  publish: number;
+  subscribe: number;
+  /** Every refused CONNECT, whatever the reason (includes `login` and `throttled`). */
+  connect: number;
+  /** Failed logins: unknown user or wrong password. */
+  login: number;
+  /** CONNECTs refused or delayed because their address failed to log in too often. */
+  throttled: number;
+  /** TLS handshakes refused (no or an untrusted client certificate, an old protocol). */
+  tls: number;
+}
+
 export interface Broker {
   readonly aedes: Aedes;
   readonly mqttPort: number;
+  /** The bound TLS port, with MQTT_TLS_PORT. */
+  readonly tlsPort: number | undefined;
+  /** The bound WebSocket port, with MQTT_WS_PORT. */
+  readonly wsPort: number | undefined;
   publish: Publish;
-  /** Counts of refused operations, for metrics. */
-  readonly refusals: { publish: number; subscribe: number; connect: number };
+  readonly refusals: Refusals;
+  /**
+   * Re-reads AUTH_FILE (on SIGHUP); connected clients stay. A bad file keeps the users
+   * already loaded and is reported in the returned error. No-op without AUTH_FILE.
+   */
+  reloadAuth(): { ok: true; users: number } | { ok: false; error: string };
   close(): Promise<void>;
 }
 
-/** A listener could not bind; names the variable that fixes it. */
-export class ListenError extends Error {
-  override readonly name = 'ListenError';
-  constructor(
-    readonly variable: string,
-    message: string,
-  ) {
-    super(message);
-  }
+export interface BrokerOptions {
+  /** Failed-login throttle; the default slows an address after 5 failures in 60 s. */
+  throttle?: ThrottleOptions;
 }
 
 const FLUSH_MIN_MS = 50;
@@ -52,6 +83,12 @@ const FLUSH_MAX_MS = 1000;
 
 /** Our topics have at most 4 levels; a low cap keeps topic matching cheap (GHSA-xxqp-5qx8-gj5q). */
 const MAX_TOPIC_LEVELS = 32;
+
+// CONNACK return codes (MQTT 3.1.1; mqtt.js maps them to v5 reason codes for v5 clients).
+const SERVER_UNAVAILABLE = 3;
+const IDENTIFIER_REJECTED = 2;
+const BAD_CREDENTIALS = 4;
+const NOT_AUTHORIZED = 5;
 
 const authError = (returnCode: number, message: string): AuthenticateError =>
   Object.assign(new Error(message), { returnCode }) as AuthenticateError;
@@ -65,11 +102,68 @@ export async function startBroker(
   onRequest: RequestHandler,
   logger: Logger,
   plugins?: ClusterPlugins,
+  options: BrokerOptions = {},
 ): Promise<Broker> {
   const log = logger.child({ module: 'broker' });
   const identities = new WeakMap<Client, Identity>();
   const connectPackets = new WeakMap<Client, ConnectPacket>();
-  const refusals = { publish: 0, subscribe: 0, connect: 0 };
+  const connections = new WeakMap<object, ConnectionInfo>();
+  const refusals: Refusals = { publish: 0, subscribe: 0, connect: 0, login: 0, throttled: 0, tls: 0 };
+  const throttle = new LoginThrottle(options.throttle ?? DEFAULT_THROTTLE);
+
+  // A bad AUTH_FILE stops the start (ConfigError naming AUTH_FILE, exit 2 in main).
+  let users: Map<string, User> | undefined = config.authFile === undefined ? undefined : loadAuthFile(config.authFile);
+  if (users) log.info({ authFile: config.authFile, users: users.size }, 'credentials loaded');
+  // Unknown users are checked against this hash so they take as long as known ones.
+  const decoyHash = users ? await hashPassword('decoy') : '';
+
+  /** Resolves who the client is, or a CONNACK code and the reason it is refused. */
+  async function identify(
+    client: Client,
+    username: string | undefined,
+    password: Readonly<Buffer> | undefined,
+  ): Promise<Identity | { code: number; reason: string; login?: true }> {
+    const info = connections.get(client.conn);
+    const address = info?.address ?? 'unknown';
+    if (username !== undefined) {
+      if (!users) return { code: BAD_CREDENTIALS, reason: 'credentials given but no AUTH_FILE is configured' };
+      const wait = throttle.admit(address);
+      if (wait === null) {
+        refusals.throttled += 1;
+        return { code: SERVER_UNAVAILABLE, reason: 'too many failed logins from this address: try later' };
+      }
+      if (wait > 0) {
+        refusals.throttled += 1;
+        log.warn({ clientId: client.id, address, delayMs: wait }, 'login delayed: too many failed logins from this address');
+        await sleep(wait);
+      }
+      const user = users.get(username);
+      const ok = await verifyPassword(password ?? Buffer.alloc(0), user?.passwordHash ?? decoyHash);
+      if (!user || !ok) {
+        throttle.fail(address);
+        refusals.login += 1;
+        return { code: BAD_CREDENTIALS, reason: user ? 'wrong password' : 'unknown user', login: true };
+      }
+      if (user.role === 'device') {
+        const deviceId = user.deviceId as string; // the schema requires it for devices
+        if (!clientIdBelongsTo(client.id, deviceId)) {
+          return { code: IDENTIFIER_REJECTED, reason: `client id must be ${deviceId} or begin with ${deviceId}.` };
+        }
+        return { role: 'device', deviceId };
+      }
+      return { role: user.role, deviceId: undefined };
+    }
+    if (info?.certIdentity !== undefined) {
+      const deviceId = info.certIdentity;
+      if (!DEVICE_ID_PATTERN.test(deviceId)) return { code: NOT_AUTHORIZED, reason: `certificate name ${deviceId} is not a device id` };
+      if (!clientIdBelongsTo(client.id, deviceId)) {
+        return { code: IDENTIFIER_REJECTED, reason: `client id must be ${deviceId} or begin with ${deviceId}. (certificate)` };
+      }
+      return { role: 'device', deviceId };
+    }
+    if (!config.allowAnonymous) return { code: NOT_AUTHORIZED, reason: 'anonymous clients are not allowed' };
+    return authenticateAnonymous(client.id) ?? { code: IDENTIFIER_REJECTED, reason: 'client id does not start with a valid device id' };
+  }
 
   const aedes = await Aedes.createBroker({
     connectTimeout: config.connectTimeoutMs,
@@ -84,28 +178,39 @@ export async function startBroker(
       callback(null, true);
     },
 
-    authenticate(client, username, _password, done) {
-      const refuse = (code: number, reason: string): void => {
+    authenticate(client, username, password, done) {
+      const refuse = (code: number, reason: string, extra: Record<string, unknown> = {}): void => {
         refusals.connect += 1;
-        log.warn({ clientId: client.id, reason }, 'connection refused');
+        const address = connections.get(client.conn)?.address;
+        // Never the password: only who tried, from where, and why it failed.
+        log.warn({ clientId: client.id, username, address, reason, ...extra }, 'connection refused');
         done(authError(code, reason), false);
       };
-      if (aedes.connectedClients >= config.maxConnections) return refuse(3, 'MAX_CONNECTIONS reached');
-      if (username !== undefined || !config.allowAnonymous) return refuse(4, 'credentials are not accepted by this build');
-      const identity = authenticateAnonymous(client.id);
-      if (!identity) return refuse(2, 'client id does not start with a valid device id');
-      const will = connectPackets.get(client)?.will;
-      connectPackets.delete(client);
-      if (will && !mayPublish(identity, will.topic)) return refuse(5, `will topic ${will.topic} is not allowed`);
-      identities.set(client, identity);
-      done(null, true);
+      if (aedes.connectedClients >= config.maxConnections) return refuse(SERVER_UNAVAILABLE, 'MAX_CONNECTIONS reached');
+      identify(client, username, password).then(
+        (result) => {
+          if ('code' in result) return refuse(result.code, result.reason);
+          const will = connectPackets.get(client)?.will;
+          connectPackets.delete(client);
+          if (will && !mayPublish(result, will.topic)) return refuse(NOT_AUTHORIZED, `will topic ${will.topic} is not allowed`);
+          identities.set(client, result);
+          done(null, true);
+        },
+        (err: unknown) => {
+          log.error({ err, clientId: client.id }, 'authentication failed');
+          refuse(SERVER_UNAVAILABLE, 'authentication failed');
+        },
+      );
     },
 
     authorizePublish(client, packet, callback) {
       const identity = client ? identities.get(client) : undefined;
       if (!client || !identity || !mayPublish(identity, packet.topic)) {
         refusals.publish += 1;
-        log.warn({ clientId: client?.id, topic: packet.topic }, 'publish refused: outside the client\'s topics');
+        log.warn(
+          { clientId: client?.id, role: identity?.role, topic: packet.topic },
+          "publish refused: outside the client's topics",
+        );
         return callback(new Error('publish not authorized'));
       }
       const topic = parseInferTopic(packet.topic);
@@ -126,7 +231,10 @@ export async function startBroker(
       const identity = identities.get(client);
       if (!identity || !maySubscribe(identity, subscription.topic)) {
         refusals.subscribe += 1;
-        log.warn({ clientId: client.id, topic: subscription.topic }, 'subscription refused: outside the client\'s topics');
+        log.warn(
+          { clientId: client.id, role: identity?.role, topic: subscription.topic },
+          "subscription refused: outside the client's topics",
+        );
         return callback(null, null); // SUBACK 128
       }
       callback(null, subscription);
@@ -136,16 +244,14 @@ export async function startBroker(
   aedes.on('clientError', (client, err) => log.debug({ clientId: client.id, err: err.message }, 'client error'));
   aedes.on('connectionError', (client, err) => log.debug({ clientId: client.id, err: err.message }, 'connection error'));
 
-  const sockets = new Set<Socket>();
-  const server = createServer((socket: Socket) => {
-    // Without this each reply waits ~40 ms for the next packet (Nagle + delayed ACK).
-    socket.setNoDelay(true);
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-    aedes.handle(socket);
-  });
-  const mqttPort = await listen(server, config.mqttHost, config.mqttPort, 'MQTT_PORT', 'MQTT');
-  log.info({ host: config.mqttHost, port: mqttPort }, 'MQTT listener up');
+  let listeners;
+  try {
+    listeners = await startListeners(config, aedes, connections, log, () => (refusals.tls += 1));
+  } catch (err) {
+    await new Promise<void>((resolve) => aedes.close(() => resolve()));
+    throw err;
+  }
+  const { sockets } = listeners;
 
   const publish: Publish = (topic, payload, options) =>
     new Promise((resolve, reject) => {
@@ -156,11 +262,25 @@ export async function startBroker(
 
   return {
     aedes,
-    mqttPort,
+    mqttPort: listeners.mqttPort,
+    tlsPort: listeners.tlsPort,
+    wsPort: listeners.wsPort,
     publish,
     refusals,
+    reloadAuth() {
+      if (config.authFile === undefined) return { ok: true, users: 0 };
+      try {
+        users = loadAuthFile(config.authFile);
+        log.info({ authFile: config.authFile, users: users.size }, 'auth file reloaded');
+        return { ok: true, users: users.size };
+      } catch (err) {
+        const error = err instanceof Error ? err.message : String(err);
+        log.error({ authFile: config.authFile, err: error }, 'auth file reload failed: keeping the users already loaded');
+        return { ok: false, error };
+      }
+    },
     async close() {
-      server.close();
+      listeners.close();
       await flush(sockets);
       await new Promise<void>((resolve) => aedes.close(() => resolve()));
       // After Aedes: its close() disconnects clients through them and closes the emitter.
@@ -182,19 +302,4 @@ async function flush(sockets: Set<Socket>): Promise<void> {
 
 function toBuffer(packet: PublishPacket): Buffer {
   return Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
-}
-
-/** Binds a server; a busy port becomes a ListenError naming the variable to change. */
-export async function listen(server: Server, host: string, port: number, variable: string, what: string): Promise<number> {
-  server.listen(port, host);
-  try {
-    await once(server, 'listening');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE') throw new ListenError(variable, `${what} port ${port} is in use — set ${variable}`);
-    if (code === 'EADDRNOTAVAIL') throw new ListenError(variable, `${what} address ${host} is not on this machine`);
-    if (code === 'EACCES') throw new ListenError(variable, `${what} port ${port} needs privileges — set ${variable}`);
-    throw err;
-  }
-  return (server.address() as AddressInfo).port;
 }

@@ -73,6 +73,8 @@ export interface ProviderHealth {
   name: string;
   /** As last seen by this instance. */
   circuit: CircuitState;
+  /** Whether a call may go to it now: closed, or open with its cool-down over (a probe may go). */
+  available: boolean;
   keys: KeyRingHealth;
 }
 
@@ -179,6 +181,7 @@ export class ProviderChain {
     return this.members.map(({ provider, breaker }) => ({
       name: provider.name,
       circuit: breaker?.state ?? 'closed',
+      available: breaker?.mayAdmit(now) ?? true,
       keys: provider.keys.health(now),
     }));
   }

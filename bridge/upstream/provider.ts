@@ -119,7 +119,8 @@ export class Provider {
       const res = await this.pool.request({ path: this.paths[shape.kind], method: 'POST', headers, body: payload, signal: controller.signal });
       const text = await res.body.text();
       const ms = performance.now() - started;
-      return this.classify(res.statusCode, res.headers['retry-after'], res.headers['retry-after-ms'], text, model, ms, shape);
+      const key = /^Bearer (.+)$/.exec(headers['authorization'] ?? '')?.[1];
+      return this.classify(res.statusCode, res.headers['retry-after'], res.headers['retry-after-ms'], text, model, ms, shape, key);
     } catch (err) {
       if (outer?.aborted) throw shuttingDown();
       if (timedOut || UNDICI_TIMEOUT_CODES.has(errorCode(err) ?? '')) {
@@ -147,14 +148,18 @@ export class Provider {
     model: string,
     ms: number,
     shape: AnswerShape,
+    key: string | undefined,
   ): Outcome {
+    // Some upstreams echo the key they were sent in error messages; those messages reach logs,
+    // error replies and the dead-letter list, so the key is cut out of them first.
+    const scrub = (s: string): string => (key ? s.split(key).join('[redacted]') : s);
     if (status >= 200 && status < 300) {
       const parsed = parseAnswer(text, model, shape);
-      if ('malformed' in parsed) return { kind: 'retry', timeout: false, status, message: `unusable answer (${status}): ${parsed.malformed}` };
+      if ('malformed' in parsed) return { kind: 'retry', timeout: false, status, message: scrub(`unusable answer (${status}): ${parsed.malformed}`) };
       return { kind: 'ok', completion: parsed, ms };
     }
-    const error = readError(text);
-    const message = `upstream answered ${status}: ${error.message}`;
+    const error = readError(scrub(text));
+    const message = `upstream answered ${status}: ${scrub(error.message)}`;
     if (status === 429) {
       // insufficient_quota does not clear with time (RELIABILITY A13): waiting is pointless.
       if (error.codes.includes('insufficient_quota')) return { kind: 'bad_key', status, message };

@@ -37,7 +37,21 @@ export type BrokerConfig = Pick<
   | 'maxInflightQos2'
 > &
   // Optional so a broker built without them (tests, tools) is a plain TCP broker.
-  Partial<Pick<Config, 'authFile' | 'mqttTlsPort' | 'tlsCertFile' | 'tlsKeyFile' | 'tlsCaFile' | 'mqttWsPort'>>;
+  Partial<
+    Pick<
+      Config,
+      | 'authFile'
+      | 'mqttTlsPort'
+      | 'tlsCertFile'
+      | 'tlsKeyFile'
+      | 'tlsCaFile'
+      | 'mqttWsPort'
+      // Without them, the contract's defaults.
+      | 'maxPayloadBytes'
+      | 'maxClientBacklogBytes'
+      | 'maxSubscriptions'
+    >
+  >;
 
 /** Admits one request; resolves once it is queued or answered with an error reply. */
 export type RequestHandler = (topic: InferTopic, payload: Buffer) => Promise<unknown>;
@@ -81,6 +95,19 @@ export interface BrokerOptions {
 const FLUSH_MIN_MS = 50;
 const FLUSH_MAX_MS = 1000;
 
+// The contract's defaults, for a BrokerConfig that does not set them.
+const DEFAULT_MAX_PAYLOAD_BYTES = 262_144;
+const DEFAULT_MAX_CLIENT_BACKLOG_BYTES = 4_194_304;
+const DEFAULT_MAX_SUBSCRIPTIONS = 100;
+
+/**
+ * Room for the topic, properties and headers of a PUBLISH on top of MAX_PAYLOAD_BYTES: a packet
+ * whose fixed header announces more than MAX_PAYLOAD_BYTES + this drops the connection before
+ * its body is buffered (a request that is only a little too large still gets its
+ * `payload_too_large` reply).
+ */
+export const PACKET_OVERHEAD_BYTES = 65_536;
+
 /** Our topics have at most 4 levels; a low cap keeps topic matching cheap (GHSA-xxqp-5qx8-gj5q). */
 const MAX_TOPIC_LEVELS = 32;
 
@@ -110,6 +137,18 @@ export async function startBroker(
   const connections = new WeakMap<object, ConnectionInfo>();
   const refusals: Refusals = { publish: 0, subscribe: 0, connect: 0, login: 0, throttled: 0, tls: 0 };
   const throttle = new LoginThrottle(options.throttle ?? DEFAULT_THROTTLE);
+  const maxSubscriptions = config.maxSubscriptions ?? DEFAULT_MAX_SUBSCRIPTIONS;
+  /** The filters granted to each client (MAX_SUBSCRIPTIONS), including ones still being added. */
+  const granted = new WeakMap<Client, Set<string>>();
+  const grantedTo = (client: Client): Set<string> => {
+    let set = granted.get(client);
+    if (!set) {
+      // Seeded from Aedes' own list: a persistent session's restored subscriptions count too.
+      set = new Set(Object.keys((client as unknown as { subscriptions?: Record<string, unknown> }).subscriptions ?? {}));
+      granted.set(client, set);
+    }
+    return set;
+  };
 
   // A bad AUTH_FILE stops the start (ConfigError naming AUTH_FILE, exit 2 in main).
   let users: Map<string, User> | undefined = config.authFile === undefined ? undefined : loadAuthFile(config.authFile);
@@ -237,16 +276,31 @@ export async function startBroker(
         );
         return callback(null, null); // SUBACK 128
       }
+      const filters = grantedTo(client);
+      if (!filters.has(subscription.topic) && filters.size >= maxSubscriptions) {
+        refusals.subscribe += 1;
+        log.warn({ clientId: client.id, topic: subscription.topic, limit: maxSubscriptions }, 'subscription refused: MAX_SUBSCRIPTIONS reached');
+        return callback(null, null); // SUBACK 128
+      }
+      filters.add(subscription.topic);
       callback(null, subscription);
     },
   });
 
+  aedes.on('unsubscribe', (topics, client) => {
+    const filters = granted.get(client);
+    for (const topic of topics) filters?.delete(topic);
+  });
+  aedes.on('clientDisconnect', (client) => granted.delete(client));
   aedes.on('clientError', (client, err) => log.debug({ clientId: client.id, err: err.message }, 'client error'));
   aedes.on('connectionError', (client, err) => log.debug({ clientId: client.id, err: err.message }, 'connection error'));
 
   let listeners;
   try {
-    listeners = await startListeners(config, aedes, connections, log, () => (refusals.tls += 1));
+    listeners = await startListeners(config, aedes, connections, log, () => (refusals.tls += 1), {
+      maxPacketBytes: (config.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES) + PACKET_OVERHEAD_BYTES,
+      maxBacklogBytes: config.maxClientBacklogBytes ?? DEFAULT_MAX_CLIENT_BACKLOG_BYTES,
+    });
   } catch (err) {
     await new Promise<void>((resolve) => aedes.close(() => resolve()));
     throw err;

@@ -49,6 +49,14 @@ export interface ConnectionInfo {
   certIdentity?: string;
 }
 
+/** Per-connection stream limits, applied to every transport. */
+export interface StreamLimits {
+  /** Largest MQTT remaining length accepted; a packet announcing more drops the connection. */
+  maxPacketBytes: number;
+  /** Largest unsent outgoing backlog; a connection whose backlog exceeds it is dropped. */
+  maxBacklogBytes: number;
+}
+
 export interface Listeners {
   mqttPort: number;
   tlsPort: number | undefined;
@@ -87,8 +95,10 @@ export async function startListeners(
   connections: WeakMap<object, ConnectionInfo>,
   log: Logger,
   onTlsRefused: () => void,
+  limits: StreamLimits,
 ): Promise<Listeners> {
   const sockets = new Set<Socket>();
+  const guard = (conn: Duplex): Duplex => guardStream(conn, limits, log);
   const track = (socket: Socket): void => {
     // Without this each reply waits ~40 ms for the next packet (Nagle + delayed ACK).
     socket.setNoDelay(true);
@@ -104,7 +114,7 @@ export async function startListeners(
     const tcp = createServer((socket: Socket) => {
       track(socket);
       connections.set(socket, { transport: 'tcp', address: socket.remoteAddress ?? 'unknown' });
-      aedes.handle(socket);
+      aedes.handle(guard(socket));
     });
     servers.push(tcp);
     const mqttPort = await listen(tcp, config.mqttHost, config.mqttPort, 'MQTT_PORT', 'MQTT');
@@ -127,7 +137,7 @@ export async function startListeners(
             track(socket);
             const certIdentity = mtls ? certificateIdentity(socket) : undefined;
             connections.set(socket, { transport: 'tls', address: socket.remoteAddress ?? 'unknown', ...(certIdentity ? { certIdentity } : {}) });
-            aedes.handle(socket);
+            aedes.handle(guard(socket));
           },
         );
       } catch (err) {
@@ -148,13 +158,16 @@ export async function startListeners(
       const http = createHttpServer((_req, res) => {
         res.writeHead(426, { 'content-type': 'text/plain' }).end('MQTT over WebSocket: upgrade required\n');
       });
-      const wss = new WebSocketServer({ server: http });
+      // ws buffers a whole message before handing it on: bound it too (not the default 100 MB).
+      // Twice the packet cap leaves room for a client that puts two packets in one frame; the
+      // stream guard below still checks each MQTT packet against the cap.
+      const wss = new WebSocketServer({ server: http, maxPayload: 2 * limits.maxPacketBytes });
       wss.on('connection', (ws, req: IncomingMessage) => {
         track(req.socket);
         const stream: Duplex = createWebSocketStream(ws);
         stream.on('error', (err) => log.debug({ err: err.message }, 'websocket stream error'));
         connections.set(stream, { transport: 'ws', address: req.socket.remoteAddress ?? 'unknown' });
-        aedes.handle(stream, req);
+        aedes.handle(guard(stream), req);
       });
       wss.on('error', (err) => log.warn({ err: err.message }, 'websocket server error'));
       servers.push({ close: () => wss.close() }, http);
@@ -172,5 +185,98 @@ export async function startListeners(
   } catch (err) {
     closeAll();
     throw err;
+  }
+}
+
+/**
+ * Enforces StreamLimits on one connection without wrapping it (Aedes keeps the socket itself,
+ * so setNoDelay, TLS and the drain timeout work as before):
+ *
+ * - Packet size: Aedes reads with `conn.read()` and hands every byte to mqtt-packet, which
+ *   buffers a whole packet before Aedes sees it. `read` is wrapped so a PacketSizeScanner sees
+ *   the same bytes first; once a fixed header announces more than `maxPacketBytes` (or is
+ *   malformed) the connection is destroyed and the bytes are never parsed: a 200 MB PUBLISH
+ *   costs one socket read (≤ 64 KiB), not 200 MB.
+ * - Backlog: every write Aedes makes goes through `conn.write`; it is wrapped to check
+ *   `writableLength` after each call and drop the connection on the next tick when the unsent
+ *   backlog exceeds `maxBacklogBytes` (deferred so the packet being written completes first).
+ */
+export function guardStream<T extends Duplex>(conn: T, limits: StreamLimits, log: Logger): T {
+  const scanner = new PacketSizeScanner(limits.maxPacketBytes);
+  const read = conn.read.bind(conn);
+  conn.read = ((size?: number): unknown => {
+    const chunk: unknown = read(size);
+    if (chunk === null || conn.destroyed || !Buffer.isBuffer(chunk)) return chunk;
+    const problem = scanner.feed(chunk);
+    if (problem === null) return chunk;
+    log.warn({ err: problem }, 'connection dropped: packet too large');
+    conn.destroy(new Error(problem));
+    return null;
+  }) as T['read'];
+
+  let dropping = false;
+  const write = conn.write.bind(conn) as (...args: unknown[]) => boolean;
+  conn.write = ((...args: unknown[]): boolean => {
+    const result = write(...args);
+    if (!dropping && conn.writableLength > limits.maxBacklogBytes) {
+      dropping = true;
+      const backlog = conn.writableLength;
+      log.warn({ backlog, limit: limits.maxBacklogBytes }, 'connection dropped: outgoing backlog over MAX_CLIENT_BACKLOG_BYTES');
+      process.nextTick(() => conn.destroy(new Error(`outgoing backlog ${backlog} bytes over ${limits.maxBacklogBytes}`)));
+    }
+    return result;
+  }) as T['write'];
+  return conn;
+}
+
+/**
+ * Follows MQTT fixed headers (a type byte, then a 1–4 byte remaining-length varint) across
+ * arbitrary chunk boundaries, skipping each packet's body, and reports the first packet whose
+ * remaining length is over the limit.
+ */
+export class PacketSizeScanner {
+  private state: 'type' | 'length' | 'body' = 'type';
+  private length = 0;
+  private multiplier = 1;
+  private lengthBytes = 0;
+  private remaining = 0;
+
+  constructor(private readonly maxRemainingLength: number) {}
+
+  /** Null while every packet so far is within the limit; otherwise why it is not. */
+  feed(chunk: Buffer): string | null {
+    let i = 0;
+    while (i < chunk.length) {
+      if (this.state === 'body') {
+        const skip = Math.min(this.remaining, chunk.length - i);
+        i += skip;
+        this.remaining -= skip;
+        if (this.remaining === 0) this.state = 'type';
+        continue;
+      }
+      const byte = chunk[i] as number;
+      i += 1;
+      if (this.state === 'type') {
+        this.state = 'length';
+        this.length = 0;
+        this.multiplier = 1;
+        this.lengthBytes = 0;
+        continue;
+      }
+      // state 'length'
+      this.length += (byte & 0x7f) * this.multiplier;
+      this.multiplier *= 128;
+      this.lengthBytes += 1;
+      if (this.length > this.maxRemainingLength) {
+        return `packet remaining length over ${this.maxRemainingLength} bytes`;
+      }
+      if (byte & 0x80) {
+        if (this.lengthBytes >= 4) return 'malformed remaining length';
+        continue;
+      }
+      this.remaining = this.length;
+      this.state = this.remaining === 0 ? 'type' : 'body';
+    }
+    return null;
   }
 }

@@ -92,18 +92,7 @@ export class RedisStore implements Store {
         this.pendingTtlMs,
       ],
     )) as [string, string?];
-    switch (result[0]) {
-      case 'queued':
-      case 'duplicate_pending':
-      case 'queue_full':
-        return { kind: result[0] };
-      case 'duplicate_done':
-        return { kind: 'duplicate_done', reply: parseReply(result[1]) };
-      case 'rate_limited':
-        return { kind: 'rate_limited', retryAfterMs: Number(result[1]) };
-      default:
-        throw new BridgeError('internal', `admit answered ${String(result[0])}`);
-    }
+    return toAdmitResult(result, 'admit');
   }
 
   async claim(options: ClaimOptions, now: number): Promise<ClaimResult> {
@@ -244,17 +233,7 @@ export class RedisStore implements Store {
       [k.idem(job.key), k.device(job.deviceId), k.seq],
       [JSON.stringify(reply), limits.deviceRpm, now, ttlS * 1000],
     )) as [string, string?];
-    switch (result[0]) {
-      case 'answered':
-      case 'duplicate_pending':
-        return { kind: result[0] };
-      case 'duplicate_done':
-        return { kind: 'duplicate_done', reply: parseReply(result[1]) };
-      case 'rate_limited':
-        return { kind: 'rate_limited', retryAfterMs: Number(result[1]) };
-      default:
-        throw new BridgeError('internal', `admit-answered answered ${String(result[0])}`);
-    }
+    return toAdmitResult(result, 'admit-answered');
   }
 
   async cacheGet(cacheKey: string, now: number): Promise<CachedAnswer | undefined> {
@@ -318,6 +297,23 @@ export class RedisStore implements Store {
       }
       throw new BridgeError('unavailable', `cannot reach Redis: ${err instanceof Error ? err.message : String(err)}`);
     }
+  }
+}
+
+/** An admission script's answer: its outcome, then the reply or wait where it has one. */
+function toAdmitResult([kind, detail]: [string, string?], script: string): AdmitResult {
+  switch (kind) {
+    case 'queued':
+    case 'answered':
+    case 'duplicate_pending':
+    case 'queue_full':
+      return { kind };
+    case 'duplicate_done':
+      return { kind, reply: parseReply(detail) };
+    case 'rate_limited':
+      return { kind, retryAfterMs: Number(detail) };
+    default:
+      throw new BridgeError('internal', `${script} answered ${kind}`);
   }
 }
 

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Socket } from 'node:net';
 import { Aedes, type AuthenticateError, type Client, type ConnectPacket, type PublishPacket } from 'aedes';
 import type { Config } from '../bridge/config.js';
-import { parseInferTopic, DEVICE_ID_PATTERN, type InferTopic } from '../bridge/contract.js';
+import { deviceIdOfClientId, parseInferTopic, DEVICE_ID_PATTERN, type InferTopic } from '../bridge/contract.js';
 import type { Logger } from '../bridge/logger.js';
 import type { Publish } from '../bridge/results.js';
 import { mayPublish, maySubscribe, type Identity } from './acl.js';
@@ -189,6 +189,12 @@ export async function startBroker(
           return { code: IDENTIFIER_REJECTED, reason: `client id must be ${deviceId} or begin with ${deviceId}.` };
         }
         return { role: 'device', deviceId };
+      }
+      // Observers and operators pick their own client ids, but never a registered device's:
+      // taking that id would end the device's session (Aedes drops the older connection).
+      const claimed = deviceIdOfClientId(client.id);
+      if (claimed !== null && [...users.values()].some((u) => u.deviceId === claimed)) {
+        return { code: IDENTIFIER_REJECTED, reason: `client id ${client.id} belongs to device ${claimed}` };
       }
       return { role: user.role, deviceId: undefined };
     }

@@ -50,6 +50,21 @@ describe('logins with AUTH_FILE', () => {
     const sub = await connectTcp(port, { clientId: 'cam-017.sub', ...creds });
     await sub.endAsync();
   });
+
+  it("refuses an observer taking a registered device's client id, and keeps that device connected", async () => {
+    const port = h.bridge.mqttPort;
+    const device = await connectTcp(port, { clientId: 'cam-017', username: 'cam-017', password: 'cam-017-pw' });
+    let deviceClosed = false;
+    device.on('close', () => (deviceClosed = true));
+    const scada = { username: 'scada', password: 'scada-pw' };
+    await expect(connectTcp(port, { clientId: 'cam-017', ...scada })).rejects.toThrow(/Identifier rejected/i);
+    await expect(connectTcp(port, { clientId: 'cam-017.x', ...scada })).rejects.toThrow(/Identifier rejected/i);
+    const observer = await connectTcp(port, { clientId: 'scada-dashboard-1', ...scada });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(deviceClosed).toBe(false);
+    await observer.endAsync();
+    await device.endAsync();
+  });
 });
 
 describe('anonymous clients next to AUTH_FILE', () => {

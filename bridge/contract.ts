@@ -208,6 +208,9 @@ export const OkReplySchema = z.object({
 });
 export type OkReply = z.infer<typeof OkReplySchema>;
 
+/** The answer's part of an ok reply: what the upstream said, and what the cache keeps of it. */
+export type Answer = Pick<OkReply, 'model' | 'content' | 'finish_reason' | 'embedding' | 'embeddings' | 'usage'>;
+
 export const ErrorReplySchema = z.object({
   id: z.string().nullable(),
   ok: z.literal(false),

@@ -1,13 +1,11 @@
 // Ok replies, built in one place whether the answer came from the upstream, the cache or an
 // identical request in flight: each carries the request's own id and priority.
-import type { OkReply } from './contract.js';
+import type { Answer, OkReply } from './contract.js';
 import type { CachedAnswer, Job } from './store/types.js';
 
-type AnswerFields = Pick<OkReply, 'model' | 'content' | 'finish_reason' | 'embedding' | 'embeddings' | 'usage'>;
-
 /** The answer's part of an ok reply (model, content or vectors, usage), without undefined keys. */
-export function answerFields(answer: CachedAnswer): AnswerFields {
-  const fields: AnswerFields = { model: answer.model, content: answer.content, finish_reason: answer.finish_reason };
+export function answerFields(answer: CachedAnswer): Answer {
+  const fields: Answer = { model: answer.model, content: answer.content, finish_reason: answer.finish_reason };
   if (answer.embedding) fields.embedding = answer.embedding;
   if (answer.embeddings) fields.embeddings = answer.embeddings;
   if (answer.usage) fields.usage = answer.usage;

@@ -1,7 +1,7 @@
 // The coordination interface. `memory` serves one instance; a Redis implementation will
 // serve a fleet (issue 3). Intake, scheduler and results only ever see this interface, and
 // one contract suite (test/store/) runs against every implementation.
-import type { InferRequest, OkReply, Priority, Reply, Usage } from '../contract.js';
+import type { Answer, InferRequest, Priority, Reply } from '../contract.js';
 
 /** A request as it waits in the queue. Plain data: it must survive a JSON round trip. */
 export interface Job {
@@ -52,16 +52,7 @@ export type AdmitResult =
   | { kind: 'answered' };
 
 /** What the response cache keeps of a successful answer (the rest is per request). */
-export interface CachedAnswer {
-  model: string;
-  content: string | null;
-  finish_reason: string | null;
-  /** Embeddings of a string input. */
-  embedding?: number[] | undefined;
-  /** Embeddings of an array input, in input order. */
-  embeddings?: number[][] | undefined;
-  usage?: Usage | undefined;
-}
+export type CachedAnswer = Answer;
 
 /** Tokens and estimated cost, as totals. */
 export interface UsageTotals {

@@ -1,6 +1,6 @@
 // What the scheduler hands the upstream layer, and what it gets back. Kept apart from the
 // implementations (ProviderChain, UpstreamClient) so both share one shape.
-import type { Priority, Usage } from '../contract.js';
+import type { Answer, Priority } from '../contract.js';
 import type { UpstreamBody } from './body.js';
 
 export interface UpstreamCall {
@@ -43,19 +43,8 @@ export interface UpstreamCall {
   signal?: AbortSignal;
 }
 
-export interface UpstreamResult {
-  /** The model that answered, as the upstream reported it (else the model sent). */
-  model: string;
-  /** Chat: the answer's text; embeddings: null. */
-  content: string | null;
-  /** Chat: why it ended; embeddings: null. */
-  finish_reason: string | null;
-  /** Embeddings of a string input. */
-  embedding?: number[];
-  /** Embeddings of an array input, in input order. */
-  embeddings?: number[][];
-  /** Embeddings: completion_tokens 0. */
-  usage?: Usage;
+/** The answer, and how it was obtained. */
+export interface UpstreamResult extends Answer {
   /** Attempts that counted against maxAttempts (429 retries excluded), >= 1, across the whole chain. */
   attempts: number;
   /** Wall time of the successful attempt. */

@@ -1,19 +1,9 @@
 // Reading an OpenAI-compatible answer. Kept apart from the HTTP loop so the loop only
 // decides *whether* to retry, never how to pick a body apart.
-import { UsageSchema, type Usage } from '../contract.js';
+import { UsageSchema, type Answer } from '../contract.js';
 
-export interface Completion {
-  model: string;
-  /** Chat only; null for embeddings. */
-  content: string | null;
-  /** Chat only; null for embeddings. */
-  finish_reason: string | null;
-  /** Embeddings of a string input. */
-  embedding?: number[];
-  /** Embeddings of an array input, in input order. */
-  embeddings?: number[][];
-  usage?: Usage;
-}
+/** A usable answer read from the upstream's body. */
+export type Completion = Answer;
 
 /** What an attempt asks for, so its answer is read accordingly. */
 export type AnswerShape =

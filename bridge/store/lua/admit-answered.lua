@@ -5,17 +5,12 @@ ARGV[1] reply JSON  ARGV[2] device requests per minute  ARGV[3] now ms  ARGV[4] 
 Returns {'answered'} | {'duplicate_pending'} | {'duplicate_done', reply} | {'rate_limited', retryAfterMs}
 ]]
 local rcall = redis.call
---- @include "quota"
+--- @include "admission"
 
 local now, ttlMs = tonumber(ARGV[3]), tonumber(ARGV[4])
-local state = rcall('HMGET', KEYS[1], 'state', 'exp', 'reply')
-if state[1] == 'pending' then return {'duplicate_pending'} end
-if state[1] == 'done' and tonumber(state[2]) > now then return {'duplicate_done', state[3]} end
-
 local windowMs = 60000
-local wait = quotaWait(KEYS[2], tonumber(ARGV[2]), now, windowMs)
-if wait then return {'rate_limited', tostring(wait)} end
+local refused = screen(KEYS[1], KEYS[2], tonumber(ARGV[2]), now, windowMs)
+if refused then return refused end
 countAdmission(KEYS[2], rcall('INCR', KEYS[3]), now, windowMs)
-rcall('HSET', KEYS[1], 'state', 'done', 'exp', tostring(now + ttlMs), 'reply', ARGV[1])
-rcall('PEXPIRE', KEYS[1], ttlMs)
+recordReply(KEYS[1], ARGV[1], now, ttlMs)
 return {'answered'}

@@ -13,16 +13,12 @@ Returns {'queued'} | {'duplicate_pending'} | {'duplicate_done', reply} |
 local rcall = redis.call
 --- @include "members"
 --- @include "queue"
---- @include "quota"
+--- @include "admission"
 
 local key, now = ARGV[1], tonumber(ARGV[10])
-local state = rcall('HMGET', KEYS[1], 'state', 'exp', 'reply')
-if state[1] == 'pending' then return {'duplicate_pending'} end
-if state[1] == 'done' and tonumber(state[2]) > now then return {'duplicate_done', state[3]} end
-
 local windowMs = 60000
-local wait = quotaWait(KEYS[2], tonumber(ARGV[8]), now, windowMs)
-if wait then return {'rate_limited', tostring(wait)} end
+local refused = screen(KEYS[1], KEYS[2], tonumber(ARGV[8]), now, windowMs)
+if refused then return refused end
 local waiting = 0
 for _, n in ipairs(rcall('HVALS', KEYS[8])) do waiting = waiting + tonumber(n) end
 if waiting >= tonumber(ARGV[9]) then return {'queue_full'} end
@@ -30,7 +26,7 @@ if waiting >= tonumber(ARGV[9]) then return {'queue_full'} end
 local seq = rcall('INCR', KEYS[9])
 countAdmission(KEYS[2], seq, now, windowMs)
 -- An expired 'done' record would keep its old reply field beside the new state.
-if state[1] then rcall('DEL', KEYS[1]) end
+rcall('DEL', KEYS[1])
 rcall('HSET', KEYS[1], 'state', 'pending')
 rcall('PEXPIRE', KEYS[1], ARGV[11])
 rcall('HSET', KEYS[5], key, ARGV[2])

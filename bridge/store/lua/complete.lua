@@ -11,10 +11,10 @@ ARGV[6] dead-letter entry JSON, or '' to keep none
 local rcall = redis.call
 --- @include "members"
 --- @include "queue"
+--- @include "admission"
 
 local key, ttlMs, now, owner = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-rcall('HSET', KEYS[1], 'state', 'done', 'exp', tostring(now + ttlMs), 'reply', ARGV[2])
-rcall('PEXPIRE', KEYS[1], ttlMs)
+recordReply(KEYS[1], ARGV[2], now, ttlMs)
 
 local held = rcall('HGET', KEYS[5], key)
 local holder = held and unpackOwner(held)

@@ -1,14 +1,9 @@
 // The response cache, coalescing of identical requests in flight, and usage accounting,
 // through the whole bridge: asserted on what devices got and what the upstream saw.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { OkReply, Reply } from '../../bridge/contract.js';
+import type { OkReply } from '../../bridge/contract.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
-import { ask, sleep, startHarness, type Device, type Harness } from '../helpers/harness.js';
-
-const okOf = (reply: Reply | undefined): OkReply => {
-  if (!reply?.ok) throw new Error(`expected an ok reply, got ${JSON.stringify(reply)}`);
-  return reply;
-};
+import { ask, okOf, sleep, startHarness, type Device, type Harness } from '../helpers/harness.js';
 
 describe('response cache', () => {
   let h: Harness;

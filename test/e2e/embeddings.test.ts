@@ -4,15 +4,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { OkReply, Reply } from '../../bridge/contract.js';
 import { simEmbedding } from '../../device-sim/upstream-sim.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
-import { ask, sleep, startHarness, type Harness } from '../helpers/harness.js';
-
-const okOf = (reply: Reply | undefined): OkReply => {
-  if (!reply?.ok) throw new Error(`expected an ok reply, got ${JSON.stringify(reply)}`);
-  return reply;
-};
+import { ask, okOf, sleep, startHarness, type Harness } from '../helpers/harness.js';
 
 function configFile(content: unknown): string {
   const file = join(mkdtempSync(join(tmpdir(), 'eab-emb-')), 'config.json');

@@ -3,7 +3,7 @@
 import mqtt, { type MqttClient } from 'mqtt';
 import { startBridge, type RunningBridge } from '../../bridge/app.js';
 import { loadConfig } from '../../bridge/config.js';
-import { ReplySchema, topics, type Priority, type Reply } from '../../bridge/contract.js';
+import { ReplySchema, topics, type OkReply, type Priority, type Reply } from '../../bridge/contract.js';
 import { createLogger } from '../../bridge/logger.js';
 import type { Store } from '../../bridge/store/types.js';
 import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
@@ -112,6 +112,12 @@ export const ask = (id: string, content = `question ${id}`, extra: Record<string
   messages: [{ role: 'user', content }],
   ...extra,
 });
+
+/** The reply as an ok reply, or a failure that shows what came instead. */
+export function okOf(reply: Reply | undefined): OkReply {
+  if (!reply?.ok) throw new Error(`expected an ok reply, got ${JSON.stringify(reply)}`);
+  return reply;
+}
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -291,10 +291,9 @@ export class Scheduler {
   private async followOrLead(entry: Running, cacheKey: string): Promise<CachedAnswer | undefined> {
     const { job } = entry;
     for (;;) {
-      const now = this.clock();
-      const cached = await this.store.cacheGet(cacheKey, now);
-      if (cached) return cached;
-      if ((await this.store.lead(cacheKey, job.key, this.leaseMs, now)) === job.key) return undefined;
+      const lead = await this.store.lead(cacheKey, job.key, this.leaseMs, this.clock());
+      if ('answer' in lead) return lead.answer;
+      if (lead.leader === job.key) return undefined;
       await sleep(FOLLOW_POLL_MS, undefined, { signal: entry.abort.signal });
       if (entry.leaseLost) throw new LeaseLost();
     }

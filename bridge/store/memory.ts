@@ -5,6 +5,7 @@ import { SlidingWindow } from './sliding-window.js';
 import { addMetric, addRecord, emptyReport, hourOf, hoursBetween } from './usage-report.js';
 import type {
   CachedAnswer,
+  Lead,
   UsageRecord,
   UsageReport,
   UsageTotals,
@@ -243,11 +244,13 @@ export class MemoryStore implements Store {
     this.cache.set(cacheKey, { answer, expiresAt: now + ttlMs });
   }
 
-  async lead(cacheKey: string, jobKey: string, leaseMs: number, now: number): Promise<string> {
+  async lead(cacheKey: string, jobKey: string, leaseMs: number, now: number): Promise<Lead> {
+    const answer = await this.cacheGet(cacheKey, now);
+    if (answer) return { answer };
     const flight = this.flights.get(cacheKey);
-    if (flight && flight.jobKey !== jobKey && flight.expiresAt > now) return flight.jobKey;
+    if (flight && flight.jobKey !== jobKey && flight.expiresAt > now) return { leader: flight.jobKey };
     this.flights.set(cacheKey, { jobKey, expiresAt: now + leaseMs });
-    return jobKey;
+    return { leader: jobKey };
   }
 
   async unlead(cacheKey: string, jobKey: string): Promise<void> {

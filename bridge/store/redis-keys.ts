@@ -22,7 +22,7 @@
 //   {p}:dlq        list   dead-letter entries (JSON {job, reply, atMs})
 //   {p}:idem:{deviceId}/{id}  hash  state pending|done, exp, reply — the idempotency record
 //   {p}:dev:{deviceId}        zset  the device's admissions in the last minute
-//   {p}:cache:{sha256}        string  a cached successful reply (PX = CACHE_TTL_S)
+//   {p}:cache:{sha256}        string  expiresAt|answer JSON of a successful answer (PX = CACHE_TTL_S)
 //   {p}:flight:{sha256}       hash  coalescing: leader job key and the followers waiting on it
 //   {p}:usage:{hour}          hash  token and cost totals of one hour (by device, model, priority)
 //   {p}:breaker:{provider}    hash  the provider's circuit state, shared by every instance

@@ -8,6 +8,7 @@ import { lockId, redisKeys, type RedisKeys } from './redis-keys.js';
 import { addMetric, emptyReport, hourOf, hoursBetween, type UsageDimension, type UsageMetric } from './usage-report.js';
 import type {
   CachedAnswer,
+  Lead,
   UsageRecord,
   UsageReport,
   AdmitLimits,
@@ -237,19 +238,23 @@ export class RedisStore implements Store {
   }
 
   async cacheGet(cacheKey: string, now: number): Promise<CachedAnswer | undefined> {
-    const raw = await this.guard(this.redis.get(this.keys.cache(cacheKey)));
-    if (raw === null) return undefined;
-    const { expiresAt, answer } = JSON.parse(raw) as { expiresAt: number; answer: CachedAnswer };
-    return expiresAt > now ? answer : undefined;
+    return readCached(await this.guard(this.redis.get(this.keys.cache(cacheKey))), now);
   }
 
   async cacheSet(cacheKey: string, answer: CachedAnswer, ttlMs: number, now: number): Promise<void> {
-    const value = JSON.stringify({ expiresAt: now + ttlMs, answer });
+    // expiresAt first, so lead.lua can compare it without decoding the answer.
+    const value = `${now + ttlMs}|${JSON.stringify(answer)}`;
     await this.guard(this.redis.set(this.keys.cache(cacheKey), value, 'PX', ttlMs));
   }
 
-  async lead(cacheKey: string, jobKey: string, leaseMs: number, now: number): Promise<string> {
-    return (await this.run(scripts.lead, [this.keys.flight(cacheKey)], [jobKey, leaseMs, now])) as string;
+  async lead(cacheKey: string, jobKey: string, leaseMs: number, now: number): Promise<Lead> {
+    const [kind, value] = (await this.run(
+      scripts.lead,
+      [this.keys.cache(cacheKey), this.keys.flight(cacheKey)],
+      [jobKey, leaseMs, now],
+    )) as [string, string];
+    if (kind === 'answer') return { answer: JSON.parse(value) as CachedAnswer };
+    return { leader: value };
   }
 
   async unlead(cacheKey: string, jobKey: string): Promise<void> {
@@ -315,6 +320,13 @@ function toAdmitResult([kind, detail]: [string, string?], script: string): Admit
     default:
       throw new BridgeError('internal', `${script} answered ${kind}`);
   }
+}
+
+/** A cache entry (`expiresAt|answer JSON`) while it is fresh. */
+function readCached(raw: string | null, now: number): CachedAnswer | undefined {
+  if (raw === null) return undefined;
+  const bar = raw.indexOf('|');
+  return Number(raw.slice(0, bar)) > now ? (JSON.parse(raw.slice(bar + 1)) as CachedAnswer) : undefined;
 }
 
 function toJob(data: string | undefined, attempts: string | undefined): Job {

@@ -54,6 +54,8 @@ export type AdmitResult =
 /** What the response cache keeps of a successful answer (the rest is per request). */
 export type CachedAnswer = Answer;
 
+export type Lead = { answer: CachedAnswer } | { leader: string };
+
 /** Tokens and estimated cost, as totals. */
 export interface UsageTotals {
   requests: number;
@@ -181,10 +183,11 @@ export interface Store {
   cacheSet(cacheKey: string, answer: CachedAnswer, ttlMs: number, now: number): Promise<void>;
 
   /**
-   * Coalescing: makes `jobKey` the one job calling the upstream for `cacheKey` unless
-   * another live job already is (for `leaseMs`); returns the leader's job key.
+   * Coalescing, one step: the cached answer if there is one by now; else makes `jobKey` the
+   * one job calling the upstream for `cacheKey` unless another live job already is (for
+   * `leaseMs`), and names the leader.
    */
-  lead(cacheKey: string, jobKey: string, leaseMs: number, now: number): Promise<string>;
+  lead(cacheKey: string, jobKey: string, leaseMs: number, now: number): Promise<Lead>;
   /** The leader is done (its answer, if any, is in the cache). */
   unlead(cacheKey: string, jobKey: string): Promise<void>;
 

@@ -982,15 +982,19 @@ export function describeStoreContract(
       it('lets one job lead a cache key until it unleads or its lease runs out', async () => {
         const store = await open();
         const t = baseTime();
-        expect(await store.lead('h', 'd1/a', 5000, t)).toBe('d1/a');
-        expect(await store.lead('h', 'd2/b', 5000, t + 1)).toBe('d1/a');
-        expect(await store.lead('h', 'd1/a', 5000, t + 2)).toBe('d1/a'); // the leader again: renewed
-        expect(await store.lead('other', 'd2/b', 5000, t + 2)).toBe('d2/b');
+        expect(await store.lead('h', 'd1/a', 5000, t)).toEqual({ leader: 'd1/a' });
+        expect(await store.lead('h', 'd2/b', 5000, t + 1)).toEqual({ leader: 'd1/a' });
+        expect(await store.lead('h', 'd1/a', 5000, t + 2)).toEqual({ leader: 'd1/a' }); // the leader again: renewed
+        expect(await store.lead('other', 'd2/b', 5000, t + 2)).toEqual({ leader: 'd2/b' });
         await store.unlead('h', 'd2/b'); // not the leader: no effect
-        expect(await store.lead('h', 'd2/b', 5000, t + 3)).toBe('d1/a');
+        expect(await store.lead('h', 'd2/b', 5000, t + 3)).toEqual({ leader: 'd1/a' });
         await store.unlead('h', 'd1/a');
-        expect(await store.lead('h', 'd2/b', 5000, t + 4)).toBe('d2/b');
-        expect(await store.lead('h', 'd3/c', 5000, t + 4 + 5000)).toBe('d3/c'); // d2/b's lease ran out
+        expect(await store.lead('h', 'd2/b', 5000, t + 4)).toEqual({ leader: 'd2/b' });
+        expect(await store.lead('h', 'd3/c', 5000, t + 4 + 5000)).toEqual({ leader: 'd3/c' }); // d2/b's lease ran out
+        // Once the answer is cached, whoever asks gets it instead of a leader.
+        await store.cacheSet('h', answer, 1000, t + 9000);
+        expect(await store.lead('h', 'd4/d', 5000, t + 9001)).toEqual({ answer });
+        expect(await store.lead('h', 'd4/d', 5000, t + 10_005)).toEqual({ leader: 'd4/d' }); // answer and d3/c's lease gone
       });
 
       it('adds usage up by device, model and priority, per hour', async () => {

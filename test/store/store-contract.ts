@@ -409,9 +409,12 @@ export function describeStoreContract(
         if (!take.ok) throw new Error('expected budget');
         await store.settleTokens(take.callId, 450);
         expect((await store.takeRate(10, 100, 1000, t + 5)).ok).toBe(false); // 100 + 500 + 450 + 10 > 1000
-        // Settling a call that left the window changes nothing.
+        // Settling a call that left the window changes nothing: the budget counts only the
+        // calls still in it (here one of 900 tokens, taken after the others left).
+        const later = t + 4 + 60_001;
+        expect((await store.takeRate(900, 100, 1000, later)).ok).toBe(true);
         await store.settleTokens(take.callId, 0);
-        expect((await store.takeRate(10, 100, 1000, t + 4 + 60_000)).ok).toBe(true);
+        expect((await store.takeRate(200, 100, 1000, later + 1)).ok).toBe(false); // 900 + 200 > 1000
       });
     });
 

@@ -20,6 +20,7 @@ import { Redis } from 'ioredis';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../bridge/config.js';
 import type { InferRequest, Priority, Reply } from '../bridge/contract.js';
 import { MemoryStore } from '../bridge/store/memory.js';
+import { deleteDeployment } from '../bridge/store/redis-keys.js';
 import { RedisStore } from '../bridge/store/redis.js';
 import { jobKey, type AdmitLimits, type ClaimOptions, type Job, type Store } from '../bridge/store/types.js';
 
@@ -260,17 +261,6 @@ async function connect(autoPipeline: boolean): Promise<Redis> {
   return redis;
 }
 
-/** Deletes the keys of one prefix, and only those. */
-async function deletePrefix(redis: Redis, prefix: string): Promise<void> {
-  const pattern = `{${prefix}}:*`;
-  let cursor = '0';
-  do {
-    const [nextCursor, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = nextCursor;
-    if (keys.length > 0) await redis.del(...keys);
-  } while (cursor !== '0');
-}
-
 /** Server-wide figures from INFO: approximate when others use the same Redis. */
 interface ServerSnapshot {
   cpuS: number;
@@ -369,7 +359,7 @@ async function warmUp(redis: Redis, prefix: string, mode: Mode): Promise<void> {
       done = true;
     },
   });
-  await deletePrefix(redis, prefix);
+  await deleteDeployment(redis, prefix);
 }
 
 async function runInProcess(s: Scenario, prefix: string, admin: Redis | undefined): Promise<Row> {
@@ -607,8 +597,8 @@ async function main(): Promise<void> {
         log(`  ${s.name}: ${r.jobsPerS} jobs/s`);
       } finally {
         if (admin) {
-          await deletePrefix(admin, prefix);
-          for (let n = 0; n < s.instances; n++) await deletePrefix(admin, `${prefix}-warm${n}`);
+          await deleteDeployment(admin, prefix);
+          for (let n = 0; n < s.instances; n++) await deleteDeployment(admin, `${prefix}-warm${n}`);
         }
       }
     }

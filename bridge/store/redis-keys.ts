@@ -29,6 +29,7 @@
 //
 // lockId is the SHA-1 of the request's `lock`, so any lock string is safe inside members.
 import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
 
 export function redisKeys(prefix: string) {
   const p = `{${prefix}}`;
@@ -64,3 +65,14 @@ export type RedisKeys = ReturnType<typeof redisKeys>;
 
 export const lockId = (lock: string | undefined): string =>
   lock === undefined ? '-' : createHash('sha1').update(lock).digest('hex');
+
+/** Deletes every key of one deployment prefix, and only those (tests, benchmarks, teardown). */
+export async function deleteDeployment(redis: Redis, prefix: string): Promise<void> {
+  const pattern = redisKeys(prefix).pattern;
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length > 0) await redis.del(...keys);
+  } while (cursor !== '0');
+}

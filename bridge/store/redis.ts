@@ -78,7 +78,7 @@ export class RedisStore implements Store {
     const { attempts: _attempts, ...data } = job;
     const result = (await this.run(
       scripts.admit,
-      [k.idem(job.key), k.device(job.deviceId), k.queue, k.parked, k.jobs, k.place, k.deadlines, k.depth, k.seq],
+      [k.idem(job.key), k.device(job.deviceId), k.queue, k.jobs, k.place, k.deadlines, k.depth, k.seq],
       [
         job.key,
         JSON.stringify(data),

@@ -2,6 +2,7 @@
 // deletes only its own keys.
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { deleteDeployment } from '../../bridge/store/redis-keys.js';
 
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
@@ -12,12 +13,4 @@ export function connectRedis(url = REDIS_URL): Redis {
 }
 
 /** Deletes every key of one deployment prefix (its keys all start with `{prefix}:`). */
-export async function deletePrefix(redis: Redis, prefix: string): Promise<void> {
-  const pattern = `{${prefix}}:*`;
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) await redis.del(...keys);
-  } while (cursor !== '0');
-}
+export const deletePrefix = deleteDeployment;

@@ -1,8 +1,8 @@
 --[[ admit: idempotency record + device quota + QUEUE_MAX + enqueue, as one step.
 KEYS[1] idem:{jobKey}  hash state (pending|done), exp (ms), reply (JSON)
 KEYS[2] dev:{deviceId} sorted set of this device's admissions (member seq, score time)
-KEYS[3] queue    KEYS[4] parked   KEYS[5] jobs     KEYS[6] place
-KEYS[7] deadlines KEYS[8] depth   KEYS[9] seq
+KEYS[3] queue    KEYS[4] jobs     KEYS[5] place    KEYS[6] deadlines
+KEYS[7] depth    KEYS[8] seq
 ARGV[1] job key  ARGV[2] job JSON  ARGV[3] score  ARGV[4] deadline ms or ''
 ARGV[5] priority ARGV[6] lockId or '-'  ARGV[7] token estimate
 ARGV[8] device requests per minute  ARGV[9] QUEUE_MAX  ARGV[10] now ms
@@ -20,16 +20,16 @@ local windowMs = 60000
 local refused = screen(KEYS[1], KEYS[2], tonumber(ARGV[8]), now, windowMs)
 if refused then return refused end
 local waiting = 0
-for _, n in ipairs(rcall('HVALS', KEYS[8])) do waiting = waiting + tonumber(n) end
+for _, n in ipairs(rcall('HVALS', KEYS[7])) do waiting = waiting + tonumber(n) end
 if waiting >= tonumber(ARGV[9]) then return {'queue_full'} end
 
-local seq = rcall('INCR', KEYS[9])
+local seq = rcall('INCR', KEYS[8])
 countAdmission(KEYS[2], seq, now, windowMs)
 -- An expired 'done' record would keep its old reply field beside the new state.
 rcall('DEL', KEYS[1])
 rcall('HSET', KEYS[1], 'state', 'pending')
 rcall('PEXPIRE', KEYS[1], ARGV[11])
-rcall('HSET', KEYS[5], key, ARGV[2])
+rcall('HSET', KEYS[4], key, ARGV[2])
 local member = string.format('%016d', seq) .. '|' .. ARGV[5] .. '|' .. ARGV[6] .. '|' .. ARGV[7] .. '|' .. key
-enqueue(KEYS[3], KEYS[6], KEYS[7], KEYS[8], ARGV[3], ARGV[4], member)
+enqueue(KEYS[3], KEYS[5], KEYS[6], KEYS[7], ARGV[3], ARGV[4], member)
 return {'queued'}

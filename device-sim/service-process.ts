@@ -26,8 +26,17 @@ export function mainScript(): string {
   throw new Error('dist/bridge/main.js is missing: run `npm run build` first');
 }
 
-export async function startServiceProcess(env: Record<string, string>, readyTimeoutMs = 15_000): Promise<ServiceProcess> {
-  const child = spawn(process.execPath, [mainScript()], {
+export interface ServiceProcessOptions {
+  readyTimeoutMs?: number;
+  /** Another program that prints the same "bridge ready" line (the benchmark's echo broker). */
+  script?: string;
+  /** Node's own flags (--cpu-prof, which NODE_OPTIONS refuses). */
+  nodeArgs?: string[];
+}
+
+export async function startServiceProcess(env: Record<string, string>, options: ServiceProcessOptions = {}): Promise<ServiceProcess> {
+  const { readyTimeoutMs = 15_000, script = mainScript(), nodeArgs = [] } = options;
+  const child = spawn(process.execPath, [...nodeArgs, script], {
     env: { PATH: process.env.PATH ?? '', MQTT_PORT: '0', HTTP_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

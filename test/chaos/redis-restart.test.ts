@@ -13,7 +13,7 @@ import { startUpstreamSim, type UpstreamSim } from '../../device-sim/upstream-si
 import { connectChaosDevice, readyz, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
 import { sleep } from '../helpers/harness.js';
 import { uniquePrefix } from '../helpers/redis.js';
-import { startPrivateRedis, type PrivateRedis } from '../helpers/redis-server.js';
+import { startPrivateRedis, type PrivateRedis } from '../../bench/redis-server.js';
 
 const DEVICES = 8;
 const SEND_EVERY_MS = 50; // 20 requests/s across the fleet

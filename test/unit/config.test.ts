@@ -32,6 +32,8 @@ describe('loadConfig', () => {
       maxClientBacklogBytes: 4_194_304,
       maxInflightQos2: 100,
       maxSubscriptions: 100,
+      overloadDelayMs: 100,
+      maxPendingAdmissions: 2000,
       logLevel: 'info',
       upstreamApiKeys: [],
     });
@@ -52,6 +54,8 @@ describe('loadConfig', () => {
 
   it.each([
     ['QUEUE_MAX', '0', /QUEUE_MAX: must be at least 1 \(got "0"\)/],
+    ['MAX_PENDING_ADMISSIONS', '0', /MAX_PENDING_ADMISSIONS: must be at least 1 \(got "0"\)/],
+    ['OVERLOAD_DELAY_MS', '-5', /OVERLOAD_DELAY_MS: must be at least 0 \(got "-5"\)/],
     ['PRIORITY_OFFSETS_MS', 'low=-1', /PRIORITY_OFFSETS_MS: offset for low must be a non-negative integer/],
     ['PRIORITY_OFFSETS_MS', 'urgent=1', /unknown priority "urgent"/],
     ['HTTP_PORT', '70000', /HTTP_PORT: must be a port number/],

@@ -3,7 +3,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { checkRedisPolicy } from '../../bridge/redis-check.js';
-import { startPrivateRedis, type PrivateRedis } from '../helpers/redis-server.js';
+import { startPrivateRedis, type PrivateRedis } from '../../bench/redis-server.js';
 import { connectRedis } from '../helpers/redis.js';
 
 const shared = connectRedis();

@@ -1,5 +1,6 @@
-// A private, throw-away redis-server child process, for tests that need a Redis configured
-// differently from the shared one (eviction policy, renamed commands, ACL users).
+// A private, throw-away redis-server child process: for tests that need a Redis configured
+// differently from the shared one (eviction policy, renamed commands, ACL users), and for the
+// benchmark when no REDIS_URL is given.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
@@ -7,6 +8,8 @@ import { createServer, type AddressInfo } from 'node:net';
 export interface PrivateRedis {
   readonly port: number;
   readonly url: string;
+  /** For the benchmark's CPU figures. */
+  readonly pid: number;
   stop(): Promise<void>;
 }
 
@@ -29,6 +32,7 @@ export async function startPrivateRedis(args: string[] = [], options: { port?: n
       return {
         port,
         url: `redis://127.0.0.1:${port}`,
+        pid: child.pid!,
         async stop() {
           if (child.exitCode !== null || child.signalCode !== null) return;
           const exited = once(child, 'exit');

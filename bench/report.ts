@@ -1,0 +1,215 @@
+// Renders the benchmark's results document as Markdown: the summary for the terminal and the
+// README (formatReport), and the per-step tables kept out of the terminal (formatSteps).
+
+import type { BenchResults, CpuShare, Latency, OverloadResult, StepResult, SystemResult } from './results.js';
+
+const DASH = '—';
+
+type Align = 'l' | 'r';
+
+/** Integer with a space between thousands groups, `8 000`; `—` for a non-finite value. */
+export function formatInt(n: number): string {
+  if (!Number.isFinite(n)) return DASH;
+  return groupThousands(Math.round(n).toString());
+}
+
+/** Fixed decimals, thousands grouped; `—` for a non-finite value. */
+function formatFixed(n: number, digits: number): string {
+  if (!Number.isFinite(n)) return DASH;
+  // Avoids "-0.0" for values that round to zero.
+  const rounded = Number(n.toFixed(digits));
+  return groupThousands((rounded === 0 ? 0 : rounded).toFixed(digits));
+}
+
+function groupThousands(s: string): string {
+  const [whole = '', fraction] = s.split('.');
+  const grouped = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ' ');
+  return fraction === undefined ? grouped : `${grouped}.${fraction}`;
+}
+
+/** Shows a whole number as such and anything else with one decimal (durations, GB). */
+export function formatShort(n: number): string {
+  return Number.isInteger(n) ? formatInt(n) : formatFixed(n, 1);
+}
+
+function formatMs(n: number | undefined): string {
+  return n === undefined ? DASH : formatFixed(n, 1);
+}
+
+/** `bridge 0.95 · generator 0.62`, in the object's own key order. */
+function formatCpu(cpu: CpuShare): string {
+  const parts = Object.entries(cpu).map(([name, share]) => `${name} ${formatFixed(share, 2)}`);
+  return parts.length === 0 ? DASH : parts.join(' · ');
+}
+
+/** `queue_full 1 234 · expired 12`, or `none`; codes that never occurred are left out. */
+function formatErrors(errors: Record<string, number>): string {
+  const parts = Object.entries(errors)
+    .filter(([, count]) => count > 0)
+    .map(([code, count]) => `${code} ${formatInt(count)}`);
+  return parts.length === 0 ? 'none' : parts.join(' · ');
+}
+
+/** maxRate over echo's maxRate, `0.27×`; `—` for echo itself and when there is no echo to divide by. */
+function formatRatio(system: SystemResult, systems: readonly SystemResult[]): string {
+  if (system.id === 'echo') return DASH;
+  const echo = systems.find((s) => s.id === 'echo');
+  if (echo === undefined || !(echo.maxRate > 0)) return DASH;
+  return `${formatFixed(system.maxRate / echo.maxRate, 2)}×`;
+}
+
+// A newline would end the heading or the table row.
+function oneLine(text: string): string {
+  return text.replace(/\r?\n/g, ' ');
+}
+
+// A `|` would end the cell.
+function cell(text: string): string {
+  return oneLine(text).replace(/\|/g, '\\|');
+}
+
+function table(headers: readonly string[], align: readonly Align[], rows: readonly string[][]): string {
+  const line = (cells: readonly string[]): string => `| ${cells.map(cell).join(' | ')} |`;
+  const rule = `|${align.map((a) => (a === 'r' ? '---:' : '---')).join('|')}|`;
+  return [line(headers), rule, ...rows.map(line)].join('\n');
+}
+
+function heading(r: BenchResults): string {
+  const m = r.machine;
+  const machine = `${m.cpus} × ${m.cpuModel}, ${formatShort(m.memoryGb)} GB RAM, Node ${m.node}, Redis ${m.redis}`;
+  const run = r.quick ? 'quick run' : 'full run';
+  return oneLine(`## Bridge benchmark: ${machine} · upstream ${formatShort(r.upstreamLatencyMs)} ms · p99 limit ${formatShort(r.p99LimitMs)} ms · ${run}`);
+}
+
+function overheadCells(overhead: Latency | null): string[] {
+  return [overhead?.p50, overhead?.p95, overhead?.p99].map(formatMs);
+}
+
+function mainTable(r: BenchResults): string {
+  const headers = [
+    'system',
+    'max req/s',
+    'vs echo',
+    'p50 overhead ms',
+    'p95 overhead ms',
+    'p99 overhead ms',
+    'CPU at max (cores)',
+    'RSS at max MB',
+  ];
+  const rows = r.systems.map((s) => [
+    s.label,
+    formatInt(s.maxRate),
+    formatRatio(s, r.systems),
+    ...overheadCells(s.overheadAt1000Ms),
+    formatCpu(s.cpuAtMax),
+    formatInt(s.rssMb),
+  ]);
+  return table(headers, ['l', 'r', 'r', 'r', 'r', 'r', 'l', 'r'], rows);
+}
+
+function notes(r: BenchResults): string {
+  const gen = `${formatInt(r.generator.workers)} workers, ${formatInt(r.generator.connections)} connections`;
+  const echo = r.systems.find((s) => s.id === 'echo');
+  const ceiling =
+    echo === undefined
+      ? `No echo row, so the load generator's ceiling (${gen}) is unknown: a bridge max may be the generator's limit.`
+      : `The echo row's max (${formatInt(echo.maxRate)} req/s) is also the load generator's ceiling (${gen}), so no bridge figure above it can be measured.`;
+  const overhead = `Overhead is latency over the upstream's fixed ${formatShort(r.upstreamLatencyMs)} ms at 1 000 req/s (for echo, the whole latency).`;
+  return `${overhead}\n${ceiling}`;
+}
+
+function rssRatio(o: OverloadResult): string {
+  return o.rssStartMb > 0 ? formatFixed(o.rssEndMb / o.rssStartMb, 2) : DASH;
+}
+
+function overloadSection(systems: readonly SystemResult[]): string | undefined {
+  const rows = systems.flatMap((s) => (s.overload === undefined ? [] : [overloadRow(s.label, s.overload)]));
+  if (rows.length === 0) return undefined;
+  const headers = ['system', 'offered req/s', 'duration s', 'sent', 'ok', 'errors', 'lost', 'RSS MB', 'RSS end/start', 'survived'];
+  return `### Overload\n\n${table(headers, ['l', 'r', 'r', 'r', 'r', 'l', 'r', 'r', 'r', 'l'], rows)}`;
+}
+
+function overloadRow(label: string, o: OverloadResult): string[] {
+  return [
+    label,
+    formatInt(o.rate),
+    formatShort(o.durationS),
+    formatInt(o.sent),
+    formatInt(o.ok),
+    formatErrors(o.errors),
+    formatInt(o.lost),
+    `${formatInt(o.rssStartMb)} → ${formatInt(o.rssEndMb)}`,
+    rssRatio(o),
+    o.survived ? 'yes' : 'no',
+  ];
+}
+
+function idleSection(r: BenchResults): string | undefined {
+  const idle = r.idle;
+  if (idle === undefined) return undefined;
+  const headers = [
+    'devices',
+    'connected',
+    'RSS before MB',
+    'RSS after MB',
+    'KB per connection',
+    'light load req/s',
+    'p50 ms',
+    'p99 ms',
+    'lost',
+  ];
+  const row = [
+    formatInt(idle.devices),
+    formatInt(idle.connected),
+    formatInt(idle.rssBeforeMb),
+    formatInt(idle.rssAfterMb),
+    formatFixed(idle.rssPerConnectionKb, 1),
+    formatInt(idle.lightLoad.rate),
+    formatMs(idle.lightLoad.latencyMs.p50),
+    formatMs(idle.lightLoad.latencyMs.p99),
+    formatInt(idle.lightLoad.lost),
+  ];
+  return `### Idle connections\n\n${table(headers, ['r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'], [row])}`;
+}
+
+/** The summary: heading, one row per system, then overload and idle tables when measured. */
+export function formatReport(results: BenchResults): string {
+  const sections = [heading(results), mainTable(results), notes(results), overloadSection(results.systems), idleSection(results)];
+  return `${sections.filter((s): s is string => s !== undefined).join('\n\n')}\n`;
+}
+
+/** Steps ordered by offered rate, the order a reader compares them in; the input is left as is. */
+export function stepsByRate(steps: readonly StepResult[]): StepResult[] {
+  return [...steps].sort((a, b) => a.rate - b.rate);
+}
+
+function stepRow(step: StepResult): string[] {
+  const l = step.latencyMs;
+  return [
+    formatInt(step.rate),
+    formatInt(step.achievedRate),
+    formatInt(step.sent),
+    formatInt(step.ok),
+    formatErrors(step.errors),
+    formatInt(step.lost),
+    formatMs(l.p50),
+    formatMs(l.p95),
+    formatMs(l.p99),
+    formatMs(l.max),
+    step.passed ? '✓' : '✗',
+    formatCpu(step.cpu),
+    formatInt(step.rssMb),
+  ];
+}
+
+function stepsTable(system: SystemResult): string {
+  if (system.steps.length === 0) return `### ${oneLine(system.label)}\n\nNo steps.`;
+  const headers = ['rate', 'achieved req/s', 'sent', 'ok', 'errors', 'lost', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'passed', 'CPU (cores)', 'RSS MB'];
+  const align: Align[] = ['r', 'r', 'r', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'l', 'l', 'r'];
+  return `### ${oneLine(system.label)}\n\n${table(headers, align, stepsByRate(system.steps).map(stepRow))}`;
+}
+
+/** Every step of every system, one table per system: the detail the summary leaves out. */
+export function formatSteps(results: BenchResults): string {
+  return `${results.systems.map(stepsTable).join('\n\n')}\n`;
+}

@@ -1,0 +1,90 @@
+// The benchmark's result document (bench/results/latest.json): what the runner measures and
+// what the report and the chart are drawn from.
+
+/** Latency as devices saw it, publish to reply, in milliseconds. */
+export interface Latency {
+  p50: number;
+  p95: number;
+  p99: number;
+  max: number;
+}
+
+/** CPU used during a step, per process, as a share of one core (2 cores busy = 2). */
+export type CpuShare = Record<string, number>;
+
+export interface StepResult {
+  /** Offered rate, requests per second. */
+  rate: number;
+  durationS: number;
+  sent: number;
+  /** Terminal replies received, ok or error. */
+  answered: number;
+  ok: number;
+  /** Error replies by contract code. */
+  errors: Record<string, number>;
+  /** Sent, acknowledged or not, with no reply by the end of the step's wait. */
+  lost: number;
+  /** Replies per second over the sending window. */
+  achievedRate: number;
+  latencyMs: Latency;
+  /** Zero lost, no error replies and p99 under the bench's ceiling (250 ms). */
+  passed: boolean;
+  cpu: CpuShare;
+  /** Resident memory of the system under test at the step's end, MB. */
+  rssMb: number;
+}
+
+export interface OverloadResult {
+  rate: number;
+  durationS: number;
+  sent: number;
+  ok: number;
+  errors: Record<string, number>;
+  lost: number;
+  rssStartMb: number;
+  rssEndMb: number;
+  /** The process was still running and answering after the step. */
+  survived: boolean;
+}
+
+export type SystemId = 'echo' | 'memory' | 'redis';
+
+export interface SystemResult {
+  id: SystemId;
+  label: string;
+  /** Highest passing rate of the step search, requests per second; 0 if none passed. */
+  maxRate: number;
+  /** Latency over the upstream's fixed latency at 1 000 req/s (for echo: the whole latency). */
+  overheadAt1000Ms: Latency | null;
+  /** CPU per process at the highest passing step. */
+  cpuAtMax: CpuShare;
+  /** Resident memory of the system under test at the highest passing step, MB. */
+  rssMb: number;
+  steps: StepResult[];
+  overload?: OverloadResult;
+}
+
+export interface IdleResult {
+  devices: number;
+  connected: number;
+  rssBeforeMb: number;
+  rssAfterMb: number;
+  rssPerConnectionKb: number;
+  /** A light load run beside the idle devices. */
+  lightLoad: { rate: number; latencyMs: Latency; lost: number };
+}
+
+export interface BenchResults {
+  startedAt: string;
+  command: string;
+  quick: boolean;
+  machine: { cpus: number; cpuModel: string; memoryGb: number; node: string; redis: string; os: string };
+  upstreamLatencyMs: number;
+  /** Ceiling for a step to pass. */
+  p99LimitMs: number;
+  /** The load generator's own ceiling: the echo system's max rate is bounded by it. */
+  generator: { workers: number; connections: number };
+  systems: SystemResult[];
+  idle?: IdleResult;
+  durationS: number;
+}

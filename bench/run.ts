@@ -1,0 +1,393 @@
+// `npm run bench`: one run that measures, side by side and on the same workload, (a) an MQTT
+// echo through the project's own broker, (b) the bridge with the memory store and (c) the
+// bridge with the Redis store, all against the upstream simulator at a fixed latency.
+// Prints a Markdown table and writes bench/results/latest.json and latest.svg.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem, release } from 'node:os';
+import { parseArgs } from 'node:util';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { startServiceProcess, type ServiceProcess } from '../device-sim/service-process.js';
+import { startLoad, type LoadFleet, type StepSummary } from '../device-sim/load.js';
+import { deleteDeployment } from '../bridge/store/redis-keys.js';
+import { startPrivateRedis, type PrivateRedis } from './redis-server.js';
+import { CpuMeter, cpuSeconds, isAlive, rssMb } from './proc.js';
+import { formatReport, formatSteps } from './report.js';
+import { renderLatencyChart } from './svg.js';
+import type { BenchResults, IdleResult, OverloadResult, StepResult, SystemId, SystemResult } from './results.js';
+
+const USAGE = `usage: npm run bench [-- --quick] [--systems echo,memory,redis] [--idle 20000] [--out bench/results]
+  [--workers 2] [--devices 200] [--profile DIR]
+  REDIS_URL: use that Redis for (c); otherwise a redis-server is started on a free port.`;
+
+const UPSTREAM_LATENCY_MS = 20;
+const P99_LIMIT_MS = 250;
+const MIX = { critical: 1, high: 9, normal: 80, low: 10 };
+
+interface Plan {
+  quick: boolean;
+  stepS: number;
+  /** Rates tried in turn until one fails; then the gap is bisected. */
+  ladder: number[];
+  bisections: number;
+  overloadS: number;
+  idle: number;
+}
+
+const FULL: Omit<Plan, 'idle'> = { quick: false, stepS: 4, ladder: [1000, 2000, 4000, 8000, 16000, 32000, 64000], bisections: 3, overloadS: 10 };
+const QUICK: Omit<Plan, 'idle'> = { quick: true, stepS: 1.5, ladder: [1000, 4000, 8000, 16000, 32000], bisections: 1, overloadS: 3 };
+
+/** Replies later than this after a step's last send count as lost (a passing step needs p99 < 250 ms anyway). */
+const STEP_WAIT_MS = 2000;
+/** The overload step waits this long for its last terminal replies: all must come. */
+const OVERLOAD_WAIT_MS = 30_000;
+const RATE_ROUNDING = 250;
+
+function log(line: string): void {
+  process.stderr.write(`bench: ${line}\n`);
+}
+
+/** One line rewritten in place on a TTY, so a 3-minute run shows it is alive. */
+function progress(line: string): void {
+  if (process.stderr.isTTY) process.stderr.write(`\r\x1b[2K${line}`);
+}
+
+function endProgress(): void {
+  if (process.stderr.isTTY) process.stderr.write('\r\x1b[2K');
+}
+
+function distFile(rel: string): string {
+  return fileURLToPath(new URL(rel, import.meta.url));
+}
+
+interface Upstream {
+  url: string;
+  child: ChildProcess;
+}
+
+async function startUpstream(): Promise<Upstream> {
+  const child = spawn(process.execPath, [distFile('../device-sim/upstream-sim-cli.js'), '--port', '0', '--latency-ms', String(UPSTREAM_LATENCY_MS)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`upstream-sim exited with ${code}`)));
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const match = /listening on (\S+)/.exec(line);
+      if (match) resolve(match[1]!);
+    });
+  });
+  return { url, child };
+}
+
+function bridgeEnv(upstreamUrl: string, extra: Record<string, string>): Record<string, string> {
+  return {
+    UPSTREAM_URL: upstreamUrl,
+    // Limits a deployment of this size would set: the bench measures the bridge, not its quotas.
+    MAX_CONCURRENCY: '1024',
+    RATE_LIMIT_RPM: '100000000',
+    DEVICE_RATE_LIMIT_RPM: '1000000',
+    // LOG_LEVEL stays at its default (info): per-request lines are debug, as in production.
+    ...extra,
+  };
+}
+
+function toStep(s: StepSummary, cpu: Record<string, number>, rss: number): StepResult {
+  const errorCount = Object.values(s.errors).reduce((a, b) => a + b, 0);
+  // A generator that fell well behind its schedule did not offer the rate: that step says nothing.
+  const offered = s.sent >= 0.97 * s.rate * s.durationS;
+  return {
+    rate: s.rate,
+    durationS: s.durationS,
+    sent: s.sent,
+    answered: s.ok + errorCount,
+    ok: s.ok,
+    errors: s.errors,
+    lost: s.lost,
+    achievedRate: s.achievedRate,
+    latencyMs: s.latencyMs,
+    passed: offered && s.lost === 0 && errorCount === 0 && s.latencyMs.p99 < P99_LIMIT_MS,
+    cpu,
+    rssMb: rss,
+  };
+}
+
+interface Sut {
+  id: SystemId;
+  label: string;
+  service: ServiceProcess;
+  /** Extra per-process CPU sources for this system (Redis). */
+  cpu: Record<string, () => number>;
+  stop(): Promise<void>;
+}
+
+async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: number, devices: number): Promise<SystemResult> {
+  const pid = sut.service.child.pid!;
+  const meter = new CpuMeter({
+    [sut.id === 'echo' ? 'broker' : 'bridge']: () => cpuSeconds(pid),
+    generator: () => cpuSeconds('self'),
+    upstream: () => cpuSeconds(upstream.child.pid!),
+    ...sut.cpu,
+  });
+  const fleet = await startLoad({ host: '127.0.0.1', port: sut.service.mqttPort, devices, workers, mix: MIX, prefix: `bench-${sut.id}` });
+  const steps: StepResult[] = [];
+  const run = async (rate: number, durationS: number, waitMs = STEP_WAIT_MS): Promise<StepSummary> =>
+    fleet.step(rate, durationS, waitMs, (p) =>
+      progress(`bench: ${sut.label} @ ${rate} req/s  ${p.elapsedS.toFixed(1)} s  sent ${p.sent}  answered ${p.answered}`),
+    );
+  const measure = async (rate: number): Promise<StepResult> => {
+    meter.begin();
+    const summary = await run(rate, plan.stepS);
+    const step = toStep(summary, meter.end(), rssMb(pid));
+    endProgress();
+    log(
+      `${sut.label} @ ${rate}: ${step.passed ? 'pass' : 'FAIL'}  ${step.achievedRate} replies/s  p50 ${step.latencyMs.p50} p99 ${step.latencyMs.p99} ms` +
+        `  lost ${step.lost}  errors ${JSON.stringify(step.errors)}  cpu ${JSON.stringify(step.cpu)}  rss ${step.rssMb} MB`,
+    );
+    steps.push(step);
+    // A failed step leaves a backlog behind; the next must not inherit it.
+    if (!step.passed) await sleep(plan.quick ? 1000 : 3000);
+    return step;
+  };
+  try {
+    await run(1000, plan.quick ? 0.5 : 1); // warm-up (JIT, connections, scripts), not recorded
+    let best: StepResult | undefined;
+    let failedAt: number | undefined;
+    for (const rate of plan.ladder) {
+      const step = await measure(rate);
+      if (!step.passed) {
+        failedAt = rate;
+        break;
+      }
+      best = step;
+    }
+    for (let i = 0; i < plan.bisections && failedAt !== undefined; i += 1) {
+      const low = best?.rate ?? 0;
+      const rate = Math.round((low + failedAt) / 2 / RATE_ROUNDING) * RATE_ROUNDING;
+      if (rate <= low || rate >= failedAt) break;
+      const step = await measure(rate);
+      if (step.passed) best = step;
+      else failedAt = rate;
+    }
+    const at1000 = steps.find((s) => s.rate === 1000);
+    const upstreamMs = sut.id === 'echo' ? 0 : UPSTREAM_LATENCY_MS;
+    const over = (ms: number): number => Math.round((ms - upstreamMs) * 10) / 10;
+    const result: SystemResult = {
+      id: sut.id,
+      label: sut.label,
+      maxRate: best?.rate ?? 0,
+      overheadAt1000Ms: at1000
+        ? { p50: over(at1000.latencyMs.p50), p95: over(at1000.latencyMs.p95), p99: over(at1000.latencyMs.p99), max: over(at1000.latencyMs.max) }
+        : null,
+      cpuAtMax: best?.cpu ?? {},
+      rssMb: best?.rssMb ?? rssMb(pid),
+      steps,
+    };
+    if (sut.id !== 'echo' && best) result.overload = await overload(sut, fleet, best.rate * 2, plan, run);
+    return result;
+  } finally {
+    await fleet.close();
+  }
+}
+
+async function overload(
+  sut: Sut,
+  fleet: LoadFleet,
+  rate: number,
+  plan: Plan,
+  run: (rate: number, durationS: number, waitMs?: number) => Promise<StepSummary>,
+): Promise<OverloadResult> {
+  const pid = sut.service.child.pid!;
+  const rssStartMb = rssMb(pid);
+  const s = await run(rate, plan.overloadS, OVERLOAD_WAIT_MS);
+  endProgress();
+  const alive = isAlive(pid);
+  const rssEndMb = alive ? rssMb(pid) : 0;
+  // Alive is not enough: it must still answer.
+  const probe = alive ? await fleet.step(100, 1, STEP_WAIT_MS) : undefined;
+  const result: OverloadResult = {
+    rate,
+    durationS: plan.overloadS,
+    sent: s.sent,
+    ok: s.ok,
+    errors: s.errors,
+    lost: s.lost,
+    rssStartMb,
+    rssEndMb,
+    survived: alive && probe !== undefined && probe.lost === 0 && probe.ok === probe.sent,
+  };
+  log(`${sut.label} overload @ ${rate}: sent ${s.sent} ok ${s.ok} errors ${JSON.stringify(s.errors)} lost ${s.lost} rss ${rssStartMb} → ${rssEndMb} MB survived ${result.survived}`);
+  return result;
+}
+
+async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, profileDir: string | undefined): Promise<Sut> {
+  const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
+  if (id === 'echo') {
+    const service = await startServiceProcess({ LOG_LEVEL: 'warn' }, { script: distFile('./echo-server.js'), nodeArgs });
+    return { id, label: '(a) MQTT echo', service, cpu: {}, stop: async () => void (await service.stop()) };
+  }
+  if (id === 'memory') {
+    const service = await startServiceProcess(bridgeEnv(upstream.url, {}), { nodeArgs });
+    return { id, label: '(b) bridge, memory store', service, cpu: {}, stop: async () => void (await service.stop()) };
+  }
+  const prefix = `bench-${randomBytes(4).toString('hex')}`;
+  const service = await startServiceProcess(bridgeEnv(upstream.url, { REDIS_URL: redisUrl, REDIS_PREFIX: prefix }), { nodeArgs });
+  const admin = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  await admin.connect();
+  // Redis' own CPU counters, so a Redis the bench did not start is measured too.
+  let redisCpu = 0;
+  const readRedisCpu = async (): Promise<void> => {
+    const info = await admin.info('cpu');
+    const field = (name: string): number => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
+    redisCpu = field('used_cpu_user') + field('used_cpu_sys');
+  };
+  await readRedisCpu();
+  const poll = setInterval(() => void readRedisCpu().catch(() => undefined), 250);
+  return {
+    id,
+    label: '(c) bridge, Redis store',
+    service,
+    cpu: { redis: () => redisCpu },
+    async stop() {
+      clearInterval(poll);
+      await service.stop();
+      await deleteDeployment(admin, prefix);
+      admin.disconnect();
+    },
+  };
+}
+
+async function measureIdle(count: number, upstream: Upstream): Promise<IdleResult> {
+  const service = await startServiceProcess(bridgeEnv(upstream.url, { MAX_CONNECTIONS: String(count + 1000) }));
+  const pid = service.child.pid!;
+  try {
+    const rssBeforeMb = rssMb(pid);
+    let rssAfterMb = rssBeforeMb;
+    const sampler = setInterval(() => (rssAfterMb = Math.max(rssAfterMb, rssMb(pid))), 250);
+    const sim = spawn(
+      process.execPath,
+      [distFile('../device-sim/cli.js'), '--url', `mqtt://127.0.0.1:${service.mqttPort}`, '--idle', String(count), '--devices', '10', '--rate', '100', '--duration', '5', '--json'],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    let out = '';
+    sim.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    await new Promise((resolve) => sim.once('exit', resolve));
+    clearInterval(sampler);
+    const report = JSON.parse(out) as {
+      idle: { connected: number; failed: number };
+      overall: { lost: number; latencyMs: { p50: number; p95: number; p99: number; max: number } | null };
+    };
+    const latency = report.overall.latencyMs ?? { p50: 0, p95: 0, p99: 0, max: 0 };
+    return {
+      devices: count,
+      connected: report.idle.connected,
+      rssBeforeMb,
+      rssAfterMb,
+      rssPerConnectionKb: report.idle.connected > 0 ? Math.round(((rssAfterMb - rssBeforeMb) * 1024) / report.idle.connected * 10) / 10 : 0,
+      lightLoad: { rate: 100, latencyMs: { p50: latency.p50, p95: latency.p95, p99: latency.p99, max: latency.max }, lost: report.overall.lost },
+    };
+  } finally {
+    await service.stop();
+  }
+}
+
+async function machine(redisUrl: string | undefined): Promise<BenchResults['machine']> {
+  let redis = 'not used';
+  if (redisUrl) {
+    const r = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    await r.connect();
+    redis = /redis_version:(\S+)/.exec(await r.info('server'))?.[1] ?? 'unknown';
+    r.disconnect();
+  }
+  return {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model.trim() ?? 'unknown',
+    memoryGb: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+    redis,
+    os: `Linux ${release()}`,
+  };
+}
+
+async function main(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      quick: { type: 'boolean', default: false },
+      systems: { type: 'string', default: 'echo,memory,redis' },
+      idle: { type: 'string' },
+      out: { type: 'string', default: 'bench/results' },
+      workers: { type: 'string', default: '2' },
+      devices: { type: 'string', default: '200' },
+      profile: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const base = values.quick ? QUICK : FULL;
+  const plan: Plan = { ...base, idle: Number(values.idle ?? (values.quick ? 2000 : 20000)) };
+  const systems = values.systems.split(',').map((s) => s.trim()) as SystemId[];
+  const workers = Number(values.workers);
+  const devices = Number(values.devices);
+  const started = Date.now();
+
+  const upstream = await startUpstream();
+  let privateRedis: PrivateRedis | undefined;
+  let redisUrl = process.env.REDIS_URL;
+  if (systems.includes('redis') && !redisUrl) {
+    privateRedis = await startPrivateRedis();
+    redisUrl = privateRedis.url;
+    log(`started redis-server on port ${privateRedis.port}`);
+  }
+  try {
+    const results: BenchResults = {
+      startedAt: new Date(started).toISOString(),
+      command: `npm run bench${values.quick ? ' -- --quick' : ''}`,
+      quick: plan.quick,
+      machine: await machine(systems.includes('redis') ? redisUrl : undefined),
+      upstreamLatencyMs: UPSTREAM_LATENCY_MS,
+      p99LimitMs: P99_LIMIT_MS,
+      generator: { workers, connections: devices },
+      systems: [],
+      durationS: 0,
+    };
+    for (const id of systems) {
+      const sut = await startSut(id, upstream, redisUrl ?? '', values.profile);
+      try {
+        results.systems.push(await measureSystem(sut, plan, upstream, workers, devices));
+      } finally {
+        await sut.stop();
+      }
+    }
+    if (plan.idle > 0) {
+      log(`connecting ${plan.idle} idle devices`);
+      results.idle = await measureIdle(plan.idle, upstream);
+    }
+    results.durationS = Math.round((Date.now() - started) / 1000);
+    mkdirSync(values.out, { recursive: true });
+    writeFileSync(`${values.out}/latest.json`, `${JSON.stringify(results, null, 2)}\n`);
+    writeFileSync(`${values.out}/latest.svg`, renderLatencyChart(results));
+    writeFileSync(`${values.out}/latest-steps.md`, formatSteps(results));
+    process.stdout.write(`${formatReport(results)}\n`);
+    log(`wrote ${values.out}/latest.json, latest.svg and latest-steps.md in ${results.durationS} s`);
+    return 0;
+  } finally {
+    upstream.child.kill('SIGTERM');
+    await privateRedis?.stop();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,43 @@
+// Messages between the load coordinator (load.ts) and its worker threads (load-worker.ts).
+import type { Priority } from '../bridge/contract.js';
+
+export interface WorkerInit {
+  host: string;
+  port: number;
+  deviceIds: string[];
+  /** Request ids are `${tag}${seq in base 36}`; unique per worker and run. */
+  tag: string;
+  mix: Record<Priority, number>;
+  username?: string;
+  password?: string;
+}
+
+export interface StepCommand {
+  /** This worker's share of the rate, requests per second. */
+  rate: number;
+  durationMs: number;
+  /** After sending, how long to wait for the last replies; unanswered after it = lost. */
+  waitMs: number;
+}
+
+export type WorkerMessage = { type: 'connect' } | { type: 'step'; step: StepCommand } | { type: 'close' };
+
+export interface StepReport {
+  sent: number;
+  sendMs: number;
+  ok: number;
+  errors: Record<string, number>;
+  lost: number;
+  duplicates: number;
+  /** Most requests the worker was ever behind its schedule. */
+  maxBehind: number;
+  /** Per priority (PRIORITIES order): latency in µs, HDR histogram compressed to base64. */
+  histograms: string[];
+}
+
+export type WorkerReply =
+  | { type: 'connected'; devices: number }
+  | { type: 'step'; report: StepReport }
+  | { type: 'progress'; sent: number; answered: number }
+  | { type: 'closed' }
+  | { type: 'error'; message: string };

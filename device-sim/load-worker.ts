@@ -1,0 +1,304 @@
+// One load-generator thread: a share of the fleet's devices on raw sockets speaking MQTT 3.1.1.
+// Requests are written as hand-built PUBLISH frames and latencies go into HDR histograms, so the
+// generator costs a few microseconds per request and the system under test stays the bottleneck.
+import { parentPort, workerData } from 'node:worker_threads';
+import { connect, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import * as mqttPacket from 'mqtt-packet';
+import * as hdr from 'hdr-histogram-js';
+import { PRIORITIES, type Priority } from '../bridge/contract.js';
+import type { StepCommand, StepReport, WorkerInit, WorkerMessage, WorkerReply } from './load-protocol.js';
+
+const init = workerData as WorkerInit;
+const port = parentPort!;
+
+interface Device {
+  id: string;
+  socket: Socket;
+  /** PUBLISH topic per priority, encoded once. */
+  topics: Buffer[];
+  packetId: number;
+}
+
+const enum State {
+  Unsent = 0,
+  Pending = 1,
+  Answered = 2,
+}
+
+// Per request, indexed by its sequence number: an id is `${tag}${seq}`.
+const sentAt: number[] = [];
+const priorityOf: number[] = [];
+const state: State[] = [];
+let nextSeq = 0;
+
+const newHistogram = (): hdr.Histogram =>
+  hdr.build({ bitBucketSize: 32, autoResize: true, numberOfSignificantValueDigits: 3, useWebAssembly: false });
+
+interface Tally {
+  /** Latency in microseconds per priority. */
+  histograms: hdr.Histogram[];
+  ok: number;
+  errors: Record<string, number>;
+  duplicates: number;
+}
+
+const newTally = (): Tally => ({ histograms: PRIORITIES.map(newHistogram), ok: 0, errors: {}, duplicates: 0 });
+let tally = newTally();
+let stepFirstSeq = 0;
+
+function onReply(payload: Buffer): void {
+  const now = performance.now();
+  let id: string;
+  let ok: boolean;
+  let code = '';
+  // Replies are JSON.stringify'd objects with id and ok first: read those without a full parse.
+  const head = payload.toString('latin1', 0, Math.min(payload.length, 120));
+  const idEnd = head.startsWith('{"id":"') ? head.indexOf('"', 7) : -1;
+  if (idEnd > 0 && head.startsWith(',"ok":true', idEnd + 1)) {
+    id = head.slice(7, idEnd);
+    ok = true;
+  } else {
+    let reply: { id?: unknown; ok?: unknown; error?: { code?: unknown } };
+    try {
+      reply = JSON.parse(payload.toString('utf8')) as typeof reply;
+    } catch {
+      tally.errors.unparseable = (tally.errors.unparseable ?? 0) + 1;
+      return;
+    }
+    if (typeof reply.id !== 'string') {
+      tally.errors.no_id = (tally.errors.no_id ?? 0) + 1;
+      return;
+    }
+    id = reply.id;
+    ok = reply.ok === true;
+    code = String(reply.error?.code ?? 'unknown');
+  }
+  if (!id.startsWith(init.tag)) return;
+  const seq = Number.parseInt(id.slice(init.tag.length), 36);
+  if (!(seq >= 0 && seq < nextSeq)) return;
+  if (state[seq] !== State.Pending) {
+    tally.duplicates += 1;
+    return;
+  }
+  state[seq] = State.Answered;
+  // Late replies to an earlier step are not this step's figures.
+  if (seq < stepFirstSeq) return;
+  tally.histograms[priorityOf[seq]!]!.recordValue(Math.max(1, Math.round((now - sentAt[seq]!) * 1000)));
+  if (ok) tally.ok += 1;
+  else tally.errors[code] = (tally.errors[code] ?? 0) + 1;
+}
+
+function puback(packetId: number): Buffer {
+  return Buffer.from([0x40, 0x02, packetId >> 8, packetId & 0xff]);
+}
+
+/** A QoS 1 PUBLISH frame, built by hand: mqtt-packet's generate would cost more than the rest of a send. */
+function publishFrame(topic: Buffer, packetId: number, payload: Buffer): Buffer {
+  const remaining = topic.length + 2 + payload.length;
+  const lengthBytes: number[] = [];
+  let n = remaining;
+  do {
+    let byte = n % 128;
+    n = Math.floor(n / 128);
+    if (n > 0) byte |= 0x80;
+    lengthBytes.push(byte);
+  } while (n > 0);
+  const frame = Buffer.allocUnsafe(1 + lengthBytes.length + remaining);
+  let at = 0;
+  frame[at++] = 0x32;
+  for (const b of lengthBytes) frame[at++] = b;
+  at += topic.copy(frame, at);
+  frame[at++] = packetId >> 8;
+  frame[at++] = packetId & 0xff;
+  payload.copy(frame, at);
+  return frame;
+}
+
+function encodedTopic(topic: string): Buffer {
+  const bytes = Buffer.from(topic, 'utf8');
+  const out = Buffer.allocUnsafe(bytes.length + 2);
+  out.writeUInt16BE(bytes.length, 0);
+  bytes.copy(out, 2);
+  return out;
+}
+
+function connectDevice(id: string): Promise<Device> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: init.host, port: init.port, noDelay: true });
+    const parser = mqttPacket.parser({ protocolVersion: 4 });
+    const device: Device = {
+      id,
+      socket,
+      topics: PRIORITIES.map((p) => encodedTopic(`devices/${id}/infer/${p}`)),
+      packetId: 0,
+    };
+    let ready = false;
+    const fail = (err: Error): void => {
+      if (!ready) reject(new Error(`${id}: ${err.message}`));
+      else port.postMessage({ type: 'error', message: `${id}: ${err.message}` } satisfies WorkerReply);
+    };
+    socket.on('error', fail);
+    socket.on('close', () => {
+      if (ready && !closing) fail(new Error('connection closed by the broker'));
+    });
+    socket.on('data', (chunk) => parser.parse(chunk));
+    parser.on('error', fail);
+    parser.on('packet', (packet) => {
+      switch (packet.cmd) {
+        case 'connack':
+          if (packet.returnCode !== 0) return fail(new Error(`CONNACK ${packet.returnCode}`));
+          socket.write(
+            mqttPacket.generate({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: `devices/${id}/result`, qos: 1 }] }),
+          );
+          return;
+        case 'suback':
+          if (packet.granted[0] === 128) return fail(new Error('subscription refused'));
+          ready = true;
+          return resolve(device);
+        case 'publish':
+          if (packet.qos > 0 && packet.messageId !== undefined) socket.write(puback(packet.messageId));
+          onReply(packet.payload as Buffer);
+          return;
+        default:
+          return;
+      }
+    });
+    const connectPacket: mqttPacket.IConnectPacket = {
+      cmd: 'connect',
+      protocolId: 'MQTT',
+      protocolVersion: 4,
+      clientId: id,
+      clean: true,
+      // Aedes refuses 0 when KEEPALIVE_LIMIT_S is set; a run never idles this long.
+      keepalive: 300,
+    };
+    if (init.username !== undefined) connectPacket.username = init.username;
+    if (init.password !== undefined) connectPacket.password = Buffer.from(init.password);
+    socket.write(mqttPacket.generate(connectPacket));
+  });
+}
+
+let devices: Device[] = [];
+let closing = false;
+let nextDevice = 0;
+/** The priority of request n follows this 100-slot pattern, so every step sees the same mix. */
+let mixPattern: number[] = [];
+
+function buildMixPattern(weights: Record<Priority, number>): number[] {
+  const total = PRIORITIES.reduce((sum, p) => sum + weights[p], 0);
+  const pattern: number[] = [];
+  const credit = PRIORITIES.map(() => 0);
+  // Interleaved rather than blocked, so a short step still sees every class.
+  for (let slot = 0; slot < 100; slot += 1) {
+    PRIORITIES.forEach((p, i) => (credit[i]! += weights[p] / total));
+    let best = 0;
+    credit.forEach((c, i) => {
+      if (c > credit[best]!) best = i;
+    });
+    credit[best]! -= 1;
+    pattern.push(best);
+  }
+  return pattern;
+}
+
+function requestPayload(id: string, seq: number): Buffer {
+  // About 300 bytes, every text distinct, so neither the cache nor coalescing answers it.
+  return Buffer.from(
+    `{"id":"${id}","messages":[{"role":"system","content":"You inspect welds on line B. Answer ok or defect."},` +
+      `{"role":"user","content":"Camera ${seq % 64} frame ${seq}: seam continuous, bead width 4.1 mm, ` +
+      `porosity none visible, temperature 71.4 C, shift 2. Verdict?"}],"max_tokens":16}`,
+  );
+}
+
+function sendOne(): void {
+  const seq = nextSeq++;
+  const priority = mixPattern[seq % mixPattern.length]!;
+  const device = devices[nextDevice]!;
+  nextDevice = (nextDevice + 1) % devices.length;
+  device.packetId = device.packetId === 0xffff ? 1 : device.packetId + 1;
+  sentAt[seq] = performance.now();
+  priorityOf[seq] = priority;
+  state[seq] = State.Pending;
+  device.socket.write(publishFrame(device.topics[priority]!, device.packetId, requestPayload(`${init.tag}${seq.toString(36)}`, seq)));
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function pendingSince(first: number): number {
+  let pending = 0;
+  for (let seq = first; seq < nextSeq; seq += 1) if (state[seq] === State.Pending) pending += 1;
+  return pending;
+}
+
+async function runStep(step: StepCommand): Promise<StepReport> {
+  tally = newTally();
+  stepFirstSeq = nextSeq;
+  const start = performance.now();
+  const end = start + step.durationMs;
+  let sent = 0;
+  let maxBehind = 0;
+  const progress = setInterval(() => {
+    const answered = tally.ok + Object.values(tally.errors).reduce((a, b) => a + b, 0);
+    port.postMessage({ type: 'progress', sent, answered } satisfies WorkerReply);
+  }, 500);
+  // Paced against the clock, not by fixed intervals, so timer jitter does not lower the rate.
+  for (;;) {
+    const now = performance.now();
+    if (now >= end) break;
+    const due = Math.floor(((now - start) / 1000) * step.rate);
+    const behind = due - sent;
+    if (behind > maxBehind) maxBehind = behind;
+    for (let i = 0; i < behind; i += 1) sendOne();
+    sent = due;
+    await sleep(1);
+  }
+  const sendMs = performance.now() - start;
+  const waitUntil = performance.now() + step.waitMs;
+  while (performance.now() < waitUntil && pendingSince(stepFirstSeq) > 0) await sleep(20);
+  clearInterval(progress);
+  const lost = pendingSince(stepFirstSeq);
+  return {
+    sent,
+    sendMs,
+    ok: tally.ok,
+    errors: tally.errors,
+    lost,
+    duplicates: tally.duplicates,
+    // A generator that fell this far behind its schedule was itself the bottleneck.
+    maxBehind,
+    histograms: tally.histograms.map((h) => hdr.encodeIntoCompressedBase64(h)),
+  };
+}
+
+port.on('message', (message: WorkerMessage) => {
+  void (async () => {
+    switch (message.type) {
+      case 'connect': {
+        mixPattern = buildMixPattern(init.mix);
+        const ids = init.deviceIds;
+        const connected: Device[] = [];
+        // A few connects in flight at once: a stampede of CONNECTs measures nothing useful.
+        for (let i = 0; i < ids.length; i += 50) {
+          connected.push(...(await Promise.all(ids.slice(i, i + 50).map(connectDevice))));
+        }
+        devices = connected;
+        port.postMessage({ type: 'connected', devices: devices.length } satisfies WorkerReply);
+        return;
+      }
+      case 'step':
+        port.postMessage({ type: 'step', report: await runStep(message.step) } satisfies WorkerReply);
+        return;
+      case 'close':
+        closing = true;
+        for (const d of devices) d.socket.end(mqttPacket.generate({ cmd: 'disconnect' }));
+        await Promise.all(devices.map((d) => new Promise((resolve) => (d.socket.closed ? resolve(null) : d.socket.once('close', resolve)))));
+        port.postMessage({ type: 'closed' } satisfies WorkerReply);
+        return;
+    }
+  })().catch((err: unknown) =>
+    port.postMessage({ type: 'error', message: err instanceof Error ? err.message : String(err) } satisfies WorkerReply),
+  );
+});

@@ -1,0 +1,202 @@
+// The load generator: a fleet of devices spread over worker threads (load-worker.ts), driven
+// step by step at a fixed rate; each step's latencies come back as HDR histograms and are merged.
+import { Worker } from 'node:worker_threads';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { randomBytes } from 'node:crypto';
+import * as hdr from 'hdr-histogram-js';
+import { PRIORITIES, type Priority } from '../bridge/contract.js';
+import type { StepReport, WorkerInit, WorkerMessage, WorkerReply } from './load-protocol.js';
+
+export interface LoadOptions {
+  host: string;
+  port: number;
+  devices: number;
+  workers: number;
+  mix: Record<Priority, number>;
+  /** Device ids are `${prefix}-${n}`. */
+  prefix: string;
+  username?: string;
+  password?: string;
+}
+
+export interface LatencyMs {
+  p50: number;
+  p95: number;
+  p99: number;
+  max: number;
+}
+
+export interface StepSummary {
+  rate: number;
+  durationS: number;
+  sent: number;
+  ok: number;
+  errors: Record<string, number>;
+  lost: number;
+  duplicates: number;
+  /** Replies per second over the sending window. */
+  achievedRate: number;
+  latencyMs: LatencyMs;
+  byPriority: Record<Priority, { answered: number; latencyMs: LatencyMs | null }>;
+  /** Most requests any worker fell behind its schedule: large values mean the generator was the limit. */
+  generatorBehind: number;
+}
+
+export interface StepProgress {
+  elapsedS: number;
+  sent: number;
+  answered: number;
+}
+
+export interface LoadFleet {
+  readonly devices: number;
+  readonly workers: number;
+  step(rate: number, durationS: number, waitMs: number, onProgress?: (p: StepProgress) => void): Promise<StepSummary>;
+  close(): Promise<void>;
+}
+
+/** dist/device-sim/load-worker.js, whether this module runs from dist or (in tests) from source. */
+function workerScript(): string {
+  for (const rel of ['./load-worker.js', '../dist/device-sim/load-worker.js']) {
+    const path = fileURLToPath(new URL(rel, import.meta.url));
+    if (path.includes('/dist/') && existsSync(path)) return path;
+  }
+  throw new Error('dist/device-sim/load-worker.js is missing: run `npm run build` first');
+}
+
+class WorkerHandle {
+  private waiting: { type: WorkerReply['type']; resolve: (r: WorkerReply) => void; reject: (e: Error) => void } | null = null;
+  progress = { sent: 0, answered: 0 };
+  failure: string | null = null;
+
+  constructor(readonly worker: Worker) {
+    worker.on('message', (reply: WorkerReply) => {
+      if (reply.type === 'progress') {
+        this.progress = { sent: reply.sent, answered: reply.answered };
+        return;
+      }
+      if (reply.type === 'error') {
+        this.failure ??= reply.message;
+        this.waiting?.reject(new Error(reply.message));
+        this.waiting = null;
+        return;
+      }
+      if (this.waiting?.type === reply.type) {
+        this.waiting.resolve(reply);
+        this.waiting = null;
+      }
+    });
+    worker.on('error', (err) => {
+      this.failure ??= err.message;
+      this.waiting?.reject(err);
+    });
+  }
+
+  request<T extends WorkerReply['type']>(message: WorkerMessage, expect: T): Promise<Extract<WorkerReply, { type: T }>> {
+    return new Promise((resolve, reject) => {
+      this.waiting = { type: expect, resolve: resolve as (r: WorkerReply) => void, reject };
+      this.worker.postMessage(message);
+    });
+  }
+}
+
+export async function startLoad(options: LoadOptions): Promise<LoadFleet> {
+  const run = randomBytes(3).toString('hex');
+  const width = String(options.devices).length;
+  const ids = Array.from({ length: options.devices }, (_, i) => `${options.prefix}-${String(i + 1).padStart(width, '0')}`);
+  const workerCount = Math.max(1, Math.min(options.workers, options.devices));
+  const script = workerScript();
+  const handles = Array.from({ length: workerCount }, (_, w) => {
+    const init: WorkerInit = {
+      host: options.host,
+      port: options.port,
+      deviceIds: ids.filter((_, i) => i % workerCount === w),
+      tag: `${run}${w}-`,
+      mix: options.mix,
+    };
+    if (options.username !== undefined) init.username = options.username;
+    if (options.password !== undefined) init.password = options.password;
+    return new WorkerHandle(new Worker(script, { workerData: init }));
+  });
+  const terminate = (): Promise<unknown> => Promise.all(handles.map((h) => h.worker.terminate()));
+  try {
+    await Promise.all(handles.map((h) => h.request({ type: 'connect' }, 'connected')));
+  } catch (err) {
+    await terminate();
+    throw err;
+  }
+
+  return {
+    devices: ids.length,
+    workers: workerCount,
+    async step(rate, durationS, waitMs, onProgress) {
+      const started = Date.now();
+      for (const h of handles) h.progress = { sent: 0, answered: 0 };
+      const ticker = onProgress
+        ? setInterval(() => {
+            const sum = handles.reduce((acc, h) => ({ sent: acc.sent + h.progress.sent, answered: acc.answered + h.progress.answered }), {
+              sent: 0,
+              answered: 0,
+            });
+            onProgress({ elapsedS: (Date.now() - started) / 1000, ...sum });
+          }, 500)
+        : undefined;
+      try {
+        const reports = await Promise.all(
+          handles.map((h) => h.request({ type: 'step', step: { rate: rate / workerCount, durationMs: durationS * 1000, waitMs } }, 'step')),
+        );
+        return summarize(rate, durationS, reports.map((r) => r.report));
+      } finally {
+        clearInterval(ticker);
+      }
+    },
+    async close() {
+      await Promise.all(handles.map((h) => h.request({ type: 'close' }, 'closed').catch(() => undefined)));
+      await terminate();
+    },
+  };
+}
+
+const newHistogram = (): hdr.Histogram =>
+  hdr.build({ bitBucketSize: 32, autoResize: true, numberOfSignificantValueDigits: 3, useWebAssembly: false });
+
+function latencyOf(h: hdr.Histogram): LatencyMs {
+  const ms = (us: number): number => Math.round(us / 10) / 100;
+  return {
+    p50: ms(h.getValueAtPercentile(50)),
+    p95: ms(h.getValueAtPercentile(95)),
+    p99: ms(h.getValueAtPercentile(99)),
+    max: ms(h.maxValue),
+  };
+}
+
+export function summarize(rate: number, durationS: number, reports: StepReport[]): StepSummary {
+  const overall = newHistogram();
+  const byPriority = {} as StepSummary['byPriority'];
+  PRIORITIES.forEach((priority, i) => {
+    const merged = newHistogram();
+    for (const r of reports) merged.add(hdr.decodeFromCompressedBase64(r.histograms[i]!, 32, false));
+    overall.add(merged);
+    byPriority[priority] = { answered: merged.totalCount, latencyMs: merged.totalCount > 0 ? latencyOf(merged) : null };
+  });
+  const errors: Record<string, number> = {};
+  for (const r of reports) for (const [code, n] of Object.entries(r.errors)) errors[code] = (errors[code] ?? 0) + n;
+  const sent = reports.reduce((n, r) => n + r.sent, 0);
+  const ok = reports.reduce((n, r) => n + r.ok, 0);
+  const sendS = Math.max(...reports.map((r) => r.sendMs)) / 1000;
+  const answered = ok + Object.values(errors).reduce((a, b) => a + b, 0);
+  return {
+    rate,
+    durationS,
+    sent,
+    ok,
+    errors,
+    lost: reports.reduce((n, r) => n + r.lost, 0),
+    duplicates: reports.reduce((n, r) => n + r.duplicates, 0),
+    achievedRate: Math.round(answered / sendS),
+    latencyMs: overall.totalCount > 0 ? latencyOf(overall) : { p50: 0, p95: 0, p99: 0, max: 0 },
+    byPriority,
+    generatorBehind: Math.max(...reports.map((r) => r.maxBehind)),
+  };
+}

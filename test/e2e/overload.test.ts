@@ -1,0 +1,145 @@
+// Graceful overload: a real broker and bridge in this process whose event loop is blocked on
+// purpose (or whose store is slow), with mqtt.js devices asking through it. Past capacity the
+// bridge must answer low-value work `queue_full` with retry_after_ms at once, keep serving
+// `critical`, and leave no request without exactly one reply.
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Reply } from '../../bridge/contract.js';
+import { MemoryStore } from '../../bridge/store/memory.js';
+import { sampleValue, scrape } from '../helpers/admin-http.js';
+import { ask, sleep, startHarness, type Device, type Harness } from '../helpers/harness.js';
+
+const OVERLOADED = /^bridge overloaded \(event-loop delay \d+ ms, OVERLOAD_DELAY_MS 100\): retry later$/;
+
+let h: Harness | undefined;
+let blocker: NodeJS.Timeout | undefined;
+
+afterEach(async () => {
+  clearInterval(blocker);
+  blocker = undefined;
+  await h?.close();
+  h = undefined;
+});
+
+/** Blocks this process's event loop (bridge and devices alike) for `busyMs` every `everyMs`. */
+function blockLoop(busyMs: number, everyMs: number): NodeJS.Timeout {
+  return setInterval(() => {
+    const until = Date.now() + busyMs;
+    while (Date.now() < until) {
+      // busy on purpose: this is the overload
+    }
+  }, everyMs);
+}
+
+/** Sends without waiting for the PUBACK, as a device under load would keep doing. */
+function send(device: Device, priority: string, id: string): void {
+  device.client.publish(`devices/${device.deviceId}/infer/${priority}`, JSON.stringify(ask(id)), { qos: 1 });
+}
+
+async function allAnswered(devices: Device[], ids: Map<Device, string[]>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const missing = (): string[] =>
+    devices.flatMap((d) => (ids.get(d) ?? []).filter((id) => !d.replies.some((r) => r.id === id)).map((id) => `${d.deviceId}/${id}`));
+  while (missing().length > 0 && Date.now() < deadline) await sleep(20);
+  expect(missing(), 'requests without a reply').toEqual([]);
+}
+
+const countsById = (replies: Reply[]): Map<string | null, number> => {
+  const counts = new Map<string | null, number>();
+  for (const r of replies) counts.set(r.id, (counts.get(r.id) ?? 0) + 1);
+  return counts;
+};
+
+describe('overload', () => {
+  it('sheds low with queue_full and retry_after_ms while critical is answered ok, and every request gets one reply', async () => {
+    h = await startHarness({ OVERLOAD_DELAY_MS: '100', DEVICE_RATE_LIMIT_RPM: '100000' });
+    const low = await h.device('cam-low');
+    const critical = await h.device('cam-crit');
+    const ids = new Map<Device, string[]>([
+      [low, []],
+      [critical, []],
+    ]);
+
+    // ~2 s of blocked loop; requests go out in the gaps between blocks, as the loop allows.
+    blocker = blockLoop(300, 400);
+    const end = Date.now() + 2000;
+    for (let i = 0; Date.now() < end; i += 1) {
+      send(low, 'low', `low-${i}`);
+      ids.get(low)?.push(`low-${i}`);
+      if (i % 4 === 0) {
+        send(critical, 'critical', `crit-${i}`);
+        ids.get(critical)?.push(`crit-${i}`);
+      }
+      await sleep(20);
+    }
+    clearInterval(blocker);
+    blocker = undefined;
+
+    await allAnswered([low, critical], ids, 10_000);
+    await sleep(300); // a second reply to any id would arrive here
+    for (const device of [low, critical]) {
+      const counts = countsById(device.replies);
+      expect(counts.size, `${device.deviceId}: replies to ids never sent`).toBe(ids.get(device)?.length);
+      for (const [id, n] of counts) expect(n, `${device.deviceId}/${String(id)} replies`).toBe(1);
+    }
+
+    const shed = low.replies.filter((r) => !r.ok);
+    expect(shed.length).toBeGreaterThan(0);
+    for (const reply of shed) {
+      expect(reply).toMatchObject({ ok: false, priority: 'low', error: { code: 'queue_full' } });
+      if (reply.ok) continue;
+      expect(reply.error.message).toMatch(OVERLOADED);
+      expect(reply.error.retry_after_ms).toBeGreaterThanOrEqual(1000);
+    }
+    expect(critical.replies.map((r) => [r.id, r.ok])).toEqual((ids.get(critical) ?? []).map((id) => [id, true]));
+
+    const samples = await scrape(h.bridge);
+    expect(sampleValue(samples, 'edge_ai_bridge_shed_total', { priority: 'low', reason: 'event_loop' })).toBe(shed.length);
+    expect(sampleValue(samples, 'edge_ai_bridge_shed_total', { priority: 'critical', reason: 'event_loop' })).toBe(0);
+
+    // A shed request was not recorded for idempotency: once the loop is calm, the same id is
+    // admitted and answered by the upstream.
+    const retried = shed[0]?.id ?? 'none';
+    await sleep(600); // a quiet window ends the overload
+    const before = low.replies.length;
+    send(low, 'low', retried);
+    const replies = await low.reply(retried, { count: 2 });
+    expect(replies[1]).toMatchObject({ id: retried, ok: true, cached: false });
+    expect(low.replies).toHaveLength(before + 1);
+  });
+
+  it('sheds every priority over MAX_PENDING_ADMISSIONS while the store is slow, and admits again after', async () => {
+    const store = new MemoryStore();
+    const admit = store.admit.bind(store);
+    store.admit = async (...args) => {
+      await sleep(500);
+      return admit(...args);
+    };
+    h = await startHarness({ MAX_PENDING_ADMISSIONS: '2', OVERLOAD_DELAY_MS: '0' }, {}, store);
+    const devices = await Promise.all([1, 2, 3, 4, 5].map((i) => h!.device(`cam-${i}`)));
+    const ids = new Map(devices.map((d) => [d, ['c-1']]));
+
+    for (const device of devices) send(device, 'critical', 'c-1');
+    await allAnswered(devices, ids, 5000);
+
+    const replies = devices.map((d) => d.replies[0]);
+    expect(replies.filter((r) => r?.ok)).toHaveLength(2);
+    const shed = replies.filter((r) => r && !r.ok);
+    expect(shed).toHaveLength(3);
+    for (const reply of shed) {
+      expect(reply).toMatchObject({
+        id: 'c-1',
+        priority: 'critical',
+        error: { code: 'queue_full', retry_after_ms: 1000 },
+      });
+      if (reply?.ok === false) expect(reply.error.message).toContain('MAX_PENDING_ADMISSIONS 2');
+    }
+    expect(sampleValue(await scrape(h.bridge), 'edge_ai_bridge_shed_total', { priority: 'critical', reason: 'admissions' })).toBe(3);
+
+    // The shed ones retry with the same id once the admissions ahead of them are done.
+    for (const device of devices.filter((d) => d.replies[0]?.ok === false)) {
+      send(device, 'critical', 'c-1');
+      const [, second] = await device.reply('c-1', { count: 2 });
+      expect(second).toMatchObject({ ok: true });
+    }
+  });
+});

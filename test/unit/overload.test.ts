@@ -1,0 +1,180 @@
+// The LoadShedder's state machine with injected event-loop windows and clock: no real timers.
+import { describe, expect, it } from 'vitest';
+import type { Priority } from '../../bridge/contract.js';
+import { createLogger } from '../../bridge/logger.js';
+import { LoadShedder, type DelaySource, type ShedReason } from '../../bridge/overload.js';
+
+interface Setup {
+  shedder: LoadShedder;
+  /** Ends a window in which the loop was at most this late. */
+  window(delayMs: number): void;
+  shedBy(priority: Priority): ShedReason | undefined;
+  observed: { shed: Array<[Priority, ShedReason]>; delays: number[] };
+  logs: Array<{ level: number; msg: string; shed?: unknown; episodeShed?: number }>;
+  advance(ms: number): void;
+}
+
+function setup(overloadDelayMs = 100, maxPendingAdmissions = 1000): Setup {
+  let next = 0;
+  let now = 0;
+  const source: DelaySource = { takeWindowMs: () => next, close: () => undefined };
+  const observed: Setup['observed'] = { shed: [], delays: [] };
+  const logs: Setup['logs'] = [];
+  const logger = createLogger('info', {
+    write: (line: string) => logs.push(JSON.parse(line) as Setup['logs'][number]),
+  } as unknown as NodeJS.WritableStream);
+  const shedder = new LoadShedder({
+    overloadDelayMs,
+    maxPendingAdmissions,
+    logger,
+    delaySource: source,
+    clock: () => now,
+    observer: {
+      shed: (priority, reason) => observed.shed.push([priority, reason]),
+      eventLoopDelay: (ms) => observed.delays.push(ms),
+    },
+  });
+  return {
+    shedder,
+    window(delayMs) {
+      next = delayMs;
+      shedder.evaluate();
+    },
+    shedBy(priority) {
+      const error = shedder.check(priority);
+      if (!error) return undefined;
+      expect(error.code).toBe('queue_full');
+      return error.message.includes('MAX_PENDING_ADMISSIONS') ? 'admissions' : 'event_loop';
+    },
+    observed,
+    logs,
+    advance(ms) {
+      now += ms;
+    },
+  };
+}
+
+const shedPriorities = (s: Setup): Priority[] =>
+  (['critical', 'high', 'normal', 'low'] as const).filter((p) => s.shedBy(p) !== undefined);
+
+describe('LoadShedder: event-loop guard', () => {
+  it('admits everything until a window is over OVERLOAD_DELAY_MS, then sheds low and normal', () => {
+    const s = setup(100);
+    expect(shedPriorities(s)).toEqual([]);
+    s.window(100); // at the threshold is not over it
+    expect(shedPriorities(s)).toEqual([]);
+    s.window(150);
+    expect(shedPriorities(s)).toEqual(['normal', 'low']);
+    expect(s.observed.delays).toEqual([100, 150]);
+  });
+
+  it('sheds high only over twice the threshold, and never critical', () => {
+    const s = setup(100);
+    s.window(200);
+    expect(shedPriorities(s)).toEqual(['normal', 'low']);
+    s.window(201);
+    expect(shedPriorities(s)).toEqual(['high', 'normal', 'low']);
+    s.window(5000);
+    expect(shedPriorities(s)).toEqual(['high', 'normal', 'low']);
+  });
+
+  it('stays overloaded until a window is under half the threshold (hysteresis)', () => {
+    const s = setup(100);
+    s.window(120);
+    s.window(80);
+    expect(shedPriorities(s)).toEqual(['normal', 'low']);
+    s.window(50); // half is not under half
+    expect(shedPriorities(s)).toEqual(['normal', 'low']);
+    s.window(49);
+    expect(shedPriorities(s)).toEqual([]);
+    s.window(99); // re-entering needs a window over the threshold again
+    expect(shedPriorities(s)).toEqual([]);
+  });
+
+  it('answers with the delay, the threshold and a retry_after_ms scaled to the delay', () => {
+    const s = setup(100);
+    s.window(180);
+    const error = s.shedder.check('low');
+    expect(error?.message).toBe('bridge overloaded (event-loop delay 180 ms, OVERLOAD_DELAY_MS 100): retry later');
+    expect(error?.retryAfterMs).toBe(1800);
+    s.window(101);
+    expect(s.shedder.check('low')?.retryAfterMs).toBe(1010);
+    s.window(60_000);
+    expect(s.shedder.check('low')?.retryAfterMs).toBe(10_000);
+  });
+
+  it('is off with OVERLOAD_DELAY_MS 0, whatever the delay', () => {
+    const s = setup(0);
+    s.window(10_000);
+    expect(shedPriorities(s)).toEqual([]);
+    expect(s.observed.delays).toEqual([]);
+  });
+});
+
+describe('LoadShedder: admissions in flight', () => {
+  it('sheds every priority, critical included, at MAX_PENDING_ADMISSIONS, and admits again below it', () => {
+    const s = setup(100, 2);
+    s.shedder.admissionStarted();
+    expect(shedPriorities(s)).toEqual([]);
+    s.shedder.admissionStarted();
+    expect(s.shedder.pendingAdmissions).toBe(2);
+    expect((['critical', 'high', 'normal', 'low'] as const).map((p) => s.shedBy(p))).toEqual([
+      'admissions',
+      'admissions',
+      'admissions',
+      'admissions',
+    ]);
+    expect(s.shedder.check('critical')?.retryAfterMs).toBe(1000);
+    s.shedder.admissionEnded();
+    expect(shedPriorities(s)).toEqual([]);
+  });
+
+  it('counts sheds by priority and reason for the metrics', () => {
+    const s = setup(100, 1);
+    s.window(150);
+    s.shedder.check('low');
+    s.shedder.check('critical');
+    s.shedder.admissionStarted();
+    s.shedder.check('critical');
+    expect(s.observed.shed).toEqual([
+      ['low', 'event_loop'],
+      ['critical', 'admissions'],
+    ]);
+  });
+});
+
+describe('LoadShedder: logging', () => {
+  it('logs one summary per second while shedding and one line when it stops', () => {
+    const s = setup(100);
+    s.window(150);
+    for (let i = 0; i < 50; i += 1) s.shedder.check('low');
+    s.shedder.check('normal');
+    s.advance(200);
+    s.window(150);
+    expect(s.logs.map((l) => l.msg)).toEqual(['shedding load']);
+    expect(s.logs[0]?.level).toBe(40);
+    expect(s.logs[0]?.shed).toEqual({ event_loop: { low: 50, normal: 1 } });
+
+    // Within the second: counted, not logged.
+    s.shedder.check('low');
+    s.advance(200);
+    s.window(150);
+    expect(s.logs).toHaveLength(1);
+    s.shedder.check('low');
+    s.advance(800);
+    s.window(150);
+    expect(s.logs.map((l) => l.msg)).toEqual(['shedding load', 'shedding load']);
+    expect(s.logs[1]?.shed).toEqual({ event_loop: { low: 2 } });
+
+    s.shedder.check('low');
+    s.advance(200);
+    s.window(10); // the window ends overload; its one shed is reported by the closing line
+    s.advance(200);
+    s.window(10);
+    expect(s.logs.map((l) => l.msg)).toEqual(['shedding load', 'shedding load', 'load shedding stopped']);
+    expect(s.logs[2]).toMatchObject({ level: 30, shed: { event_loop: { low: 1 } }, episodeShed: 54 });
+    s.advance(2000);
+    s.window(10);
+    expect(s.logs).toHaveLength(3);
+  });
+});

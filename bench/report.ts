@@ -169,7 +169,8 @@ function idleSection(r: BenchResults): string | undefined {
     formatMs(idle.lightLoad.latencyMs.p99),
     formatInt(idle.lightLoad.lost),
   ];
-  return `### Idle connections\n\n${table(headers, ['r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'], [row])}`;
+  const note = idle.note === undefined ? '' : `\n\n${idle.note}`;
+  return `### Idle connections\n\n${table(headers, ['r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'], [row])}${note}`;
 }
 
 /** The summary: heading, one row per system, then overload and idle tables when measured. */

@@ -70,6 +70,8 @@ export interface IdleResult {
   rssBeforeMb: number;
   rssAfterMb: number;
   rssPerConnectionKb: number;
+  /** Why fewer devices than asked were tried (the file-descriptor limit), if so. */
+  note?: string;
   /** A light load run beside the idle devices. */
   lightLoad: { rate: number; latencyMs: Latency; lost: number };
 }

@@ -3,7 +3,7 @@
 // bridge with the Redis store, all against the upstream simulator at a fixed latency.
 // Prints a Markdown table and writes bench/results/latest.json and latest.svg.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, release } from 'node:os';
 import { parseArgs } from 'node:util';
 import { createInterface } from 'node:readline';
@@ -30,7 +30,9 @@ const MIX = { critical: 1, high: 9, normal: 80, low: 10 };
 
 interface Plan {
   quick: boolean;
+  /** Measured seconds per step, after `leadS` seconds at the same rate that are not recorded. */
   stepS: number;
+  leadS: number;
   /** Rates tried in turn until one fails; then the gap is bisected. */
   ladder: number[];
   bisections: number;
@@ -38,8 +40,8 @@ interface Plan {
   idle: number;
 }
 
-const FULL: Omit<Plan, 'idle'> = { quick: false, stepS: 4, ladder: [1000, 2000, 4000, 8000, 16000, 32000, 64000], bisections: 3, overloadS: 10 };
-const QUICK: Omit<Plan, 'idle'> = { quick: true, stepS: 1.5, ladder: [1000, 4000, 8000, 16000, 32000], bisections: 1, overloadS: 3 };
+const FULL: Omit<Plan, 'idle'> = { quick: false, stepS: 4, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 32000, 64000], bisections: 3, overloadS: 10 };
+const QUICK: Omit<Plan, 'idle'> = { quick: true, stepS: 1.5, leadS: 0.5, ladder: [1000, 4000, 8000, 16000, 32000], bisections: 1, overloadS: 3 };
 
 /** Replies later than this after a step's last send count as lost (a passing step needs p99 < 250 ms anyway). */
 const STEP_WAIT_MS = 2000;
@@ -134,13 +136,14 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
   });
   const fleet = await startLoad({ host: '127.0.0.1', port: sut.service.mqttPort, devices, workers, mix: MIX, prefix: `bench-${sut.id}` });
   const steps: StepResult[] = [];
-  const run = async (rate: number, durationS: number, waitMs = STEP_WAIT_MS): Promise<StepSummary> =>
-    fleet.step(rate, durationS, waitMs, (p) =>
-      progress(`bench: ${sut.label} @ ${rate} req/s  ${p.elapsedS.toFixed(1)} s  sent ${p.sent}  answered ${p.answered}`),
-    );
+  const run = async (rate: number, durationS: number, waitMs = STEP_WAIT_MS, leadS = 0): Promise<StepSummary> =>
+    fleet.step(rate, durationS + leadS, waitMs, {
+      leadS,
+      onProgress: (p) => progress(`bench: ${sut.label} @ ${rate} req/s  ${p.elapsedS.toFixed(1)} s  sent ${p.sent}  answered ${p.answered}`),
+    });
   const measure = async (rate: number): Promise<StepResult> => {
     meter.begin();
-    const summary = await run(rate, plan.stepS);
+    const summary = await run(rate, plan.stepS, STEP_WAIT_MS, plan.leadS);
     const step = toStep(summary, meter.end(), rssMb(pid));
     endProgress();
     log(
@@ -153,7 +156,9 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
     return step;
   };
   try {
-    await run(1000, plan.quick ? 0.5 : 1); // warm-up (JIT, connections, scripts), not recorded
+    // Warm-up (JIT, heap, connections, scripts), not recorded.
+    await run(1000, plan.quick ? 0.5 : 1);
+    await run(2000, plan.quick ? 0.5 : 1);
     let best: StepResult | undefined;
     let failedAt: number | undefined;
     for (const rate of plan.ladder) {
@@ -198,7 +203,7 @@ async function overload(
   fleet: LoadFleet,
   rate: number,
   plan: Plan,
-  run: (rate: number, durationS: number, waitMs?: number) => Promise<StepSummary>,
+  run: (rate: number, durationS: number, waitMs?: number, leadS?: number) => Promise<StepSummary>,
 ): Promise<OverloadResult> {
   const pid = sut.service.child.pid!;
   const rssStartMb = rssMb(pid);
@@ -294,6 +299,14 @@ async function measureIdle(count: number, upstream: Upstream): Promise<IdleResul
   }
 }
 
+/** Sockets for the generator's or bridge's own use besides the idle devices. */
+const FD_HEADROOM = 200;
+
+function hardFileLimit(): number {
+  const match = /Max open files\s+\d+\s+(\d+|unlimited)/.exec(readFileSync('/proc/self/limits', 'utf8'));
+  return match?.[1] === undefined || match[1] === 'unlimited' ? Number.MAX_SAFE_INTEGER : Number(match[1]);
+}
+
 async function machine(redisUrl: string | undefined): Promise<BenchResults['machine']> {
   let redis = 'not used';
   if (redisUrl) {
@@ -367,8 +380,14 @@ async function main(argv: string[]): Promise<number> {
       }
     }
     if (plan.idle > 0) {
-      log(`connecting ${plan.idle} idle devices`);
-      results.idle = await measureIdle(plan.idle, upstream);
+      // Every idle device is a socket in the bridge and one in the generator: both need a descriptor.
+      const limit = hardFileLimit();
+      const count = Math.min(plan.idle, limit - FD_HEADROOM);
+      log(`connecting ${count} idle devices`);
+      results.idle = await measureIdle(count, upstream);
+      if (count < plan.idle) {
+        results.idle.note = `${plan.idle} were asked for; ${count} tried, because this machine's hard limit on open files is ${limit} per process (\`ulimit -Hn\`).`;
+      }
     }
     results.durationS = Math.round((Date.now() - started) / 1000);
     mkdirSync(values.out, { recursive: true });

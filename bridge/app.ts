@@ -11,6 +11,7 @@ import { readConfigFile } from './config-file.js';
 import { Intake } from './intake.js';
 import type { Logger } from './logger.js';
 import { BridgeMetrics, CountingResults } from './metrics.js';
+import { LoadShedder } from './overload.js';
 import { Scheduler } from './scheduler.js';
 import { openCoordination, type Coordination } from './coordination.js';
 import type { Store } from './store/types.js';
@@ -106,11 +107,19 @@ export async function startBridge(
     metrics,
   );
   schedulerRef = scheduler;
+  const shedder = new LoadShedder({
+    overloadDelayMs: config.overloadDelayMs,
+    maxPendingAdmissions: config.maxPendingAdmissions,
+    logger: log.child({ module: 'overload' }),
+    observer: metrics,
+  });
+  shedder.start();
   intake = new Intake({
     config,
     store: coordination.store,
     results,
     logger: log.child({ module: 'intake' }),
+    shedder,
     cache: {
       ttlS: config.cacheTtlS,
       allowTemperature: cache.allowTemperature,
@@ -177,6 +186,7 @@ export async function startBridge(
       },
     });
   } catch (err) {
+    shedder.stop();
     await broker.close();
     await coordination.close();
     throw err;
@@ -220,6 +230,7 @@ export async function startBridge(
       clearInterval(metricsTimer);
       log.info({ graceMs: config.shutdownGraceMs, inFlight: scheduler.inFlight }, 'shutting down');
       intake?.stop();
+      shedder.stop();
       await scheduler.stop(config.shutdownGraceMs);
       const { store } = coordination;
       if (!store.durable) {

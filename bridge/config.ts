@@ -102,6 +102,8 @@ const EnvSchema = z.object({
   MAX_CLIENT_BACKLOG_BYTES: int(1).default(4_194_304),
   MAX_INFLIGHT_QOS2: int(1).default(100),
   MAX_SUBSCRIPTIONS: int(1).default(100),
+  OVERLOAD_DELAY_MS: int(0).default(100),
+  MAX_PENDING_ADMISSIONS: int(1).default(2000),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
       error: 'must be one of fatal, error, warn, info, debug, trace, silent',
@@ -155,6 +157,10 @@ export interface Config {
   maxClientBacklogBytes: number;
   maxInflightQos2: number;
   maxSubscriptions: number;
+  /** Not in the contract's table: event-loop delay over which intake sheds load; 0 = guard off. */
+  overloadDelayMs: number;
+  /** Not in the contract's table: admissions waiting for the store before new requests are shed. */
+  maxPendingAdmissions: number;
   logLevel: Env['LOG_LEVEL'];
 }
 
@@ -240,6 +246,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxClientBacklogBytes: e.MAX_CLIENT_BACKLOG_BYTES,
     maxInflightQos2: e.MAX_INFLIGHT_QOS2,
     maxSubscriptions: e.MAX_SUBSCRIPTIONS,
+    overloadDelayMs: e.OVERLOAD_DELAY_MS,
+    maxPendingAdmissions: e.MAX_PENDING_ADMISSIONS,
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -6,6 +6,7 @@ import { cacheKeyOf, type CachePolicy } from './cache-key.js';
 import { InferRequestSchema, isEmbeddingRequest, type InferTopic, type OkReply, type Priority } from './contract.js';
 import { BridgeError, errorReply, toBridgeError } from './errors.js';
 import type { Logger } from './logger.js';
+import type { LoadShedder } from './overload.js';
 import type { Results } from './results.js';
 import { okReply } from './replies.js';
 import { jobKey, type Job, type Store } from './store/types.js';
@@ -23,6 +24,8 @@ export interface IntakeDeps {
   results: Results;
   logger: Logger;
   cache: CachePolicy;
+  /** Asked after validation, before the store: past capacity a request is answered at once. */
+  shedder: LoadShedder;
   /** Where routing sends a priority class, so differently routed requests never share answers. */
   routeOf: (priority: Priority) => string;
   /** A request was queued: the scheduler may claim it. */
@@ -80,7 +83,20 @@ export class Intake {
       const parsed = InferRequestSchema.safeParse(body);
       if (!parsed.success) throw new BridgeError('invalid_request', describeIssue(parsed.error.issues[0]));
       if (!this.accepting) throw new BridgeError('unavailable', 'bridge is shutting down');
-      return await this.admit(deviceId, topic.priority, parsed.data, arrivalMs, payload.length);
+      const { shedder } = this.deps;
+      const shed = shedder.check(topic.priority);
+      if (shed) {
+        // Cheap on purpose (no store call, no log line: the shedder logs a summary), and not
+        // recorded for idempotency, so a retry with the same id is admitted normally later.
+        await this.results.send(deviceId, errorReply(id, shed, priority));
+        return 'rejected';
+      }
+      shedder.admissionStarted();
+      try {
+        return await this.admit(deviceId, topic.priority, parsed.data, arrivalMs, payload.length);
+      } finally {
+        shedder.admissionEnded();
+      }
     } catch (err) {
       const error = toBridgeError(err);
       const log = this.logger.child({ deviceId, reqId: id });

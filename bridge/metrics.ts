@@ -8,6 +8,7 @@
 // clients, broker refusals) are read at scrape time through `collect`.
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { ERROR_CODES, PRIORITIES, type Priority, type Reply } from './contract.js';
+import type { OverloadObserver, ShedReason } from './overload.js';
 import { Results, type Publish } from './results.js';
 import type { SchedulerObserver } from './scheduler.js';
 import type { QueueDepth } from './store/types.js';
@@ -62,10 +63,14 @@ export interface MetricsSnapshot {
 type Child = { inc(value?: number): void };
 type HistogramChild = { observe(value: number): void };
 
-export class BridgeMetrics implements SchedulerObserver {
+const SHED_REASONS: readonly ShedReason[] = ['event_loop', 'admissions'];
+
+export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
   readonly registry = new Registry();
   private readonly requestChildren: Record<PriorityLabel, Record<Outcome, Child>>;
   private readonly queueWaitChildren: Record<Priority, HistogramChild>;
+  private readonly shedChildren: Record<Priority, Record<ShedReason, Child>>;
+  private readonly loopDelay: Gauge;
   private readonly cacheHits: Counter;
   private readonly coalesced: Counter;
   private readonly lockGrants: Counter;
@@ -109,6 +114,21 @@ export class BridgeMetrics implements SchedulerObserver {
       Priority,
       HistogramChild
     >;
+
+    const shed = new Counter({
+      name: `${PREFIX}shed_total`,
+      help: 'Requests answered queue_full by the overload guard before admission, by priority and reason (event_loop, admissions)',
+      labelNames: ['priority', 'reason'] as const,
+      registers,
+    });
+    this.shedChildren = Object.fromEntries(
+      PRIORITIES.map((p) => [p, Object.fromEntries(SHED_REASONS.map((r) => [r, shed.labels(p, r)]))]),
+    ) as Record<Priority, Record<ShedReason, Child>>;
+    this.loopDelay = new Gauge({
+      name: `${PREFIX}event_loop_delay_seconds`,
+      help: 'Largest event-loop delay in the last overload window, compared with OVERLOAD_DELAY_MS (0 while the guard is off)',
+      registers,
+    });
 
     this.upstreamLatency = new Histogram({
       name: `${PREFIX}upstream_latency_seconds`,
@@ -261,6 +281,16 @@ export class BridgeMetrics implements SchedulerObserver {
 
   cacheHit(): void {
     this.cacheHits.inc();
+  }
+
+  // --- OverloadObserver ----------------------------------------------------------------
+
+  shed(priority: Priority, reason: ShedReason): void {
+    this.shedChildren[priority][reason].inc();
+  }
+
+  eventLoopDelay(ms: number): void {
+    this.loopDelay.set(ms / 1000);
   }
 
   // --- SchedulerObserver -------------------------------------------------------------

@@ -68,6 +68,7 @@ export const FLEET_DEFAULTS = {
 } as const;
 
 const MAX_DEVICES = 100_000;
+const MAX_IDLE = 1_000_000;
 // Request ids are `${deviceId}-${seq}` and must stay within the contract's 64 characters.
 const MAX_PREFIX_LENGTH = 32;
 const END_GRACE_MS = 2_000;
@@ -159,6 +160,8 @@ export class UsageError extends Error {
 export interface FleetArgs extends FleetOptions {
   /** Print the report as one JSON object instead of the table. */
   json: boolean;
+  /** Idle devices (device-sim/idle.ts) to connect before the fleet runs; 0 = none. */
+  idle: number;
 }
 
 function parseNumber(option: string, raw: string | undefined, fallback: number): number {
@@ -194,6 +197,7 @@ export function parseFleetArgs(argv: readonly string[]): FleetArgs {
         seed: { type: 'string' },
         questions: { type: 'string' },
         json: { type: 'boolean' },
+        idle: { type: 'string' },
       },
     }));
   } catch (err) {
@@ -227,6 +231,7 @@ export function parseFleetArgs(argv: readonly string[]): FleetArgs {
     connectConcurrency: parseNumber('connect-concurrency', str('connect-concurrency'), FLEET_DEFAULTS.connectConcurrency),
     prefix: str('prefix') ?? FLEET_DEFAULTS.prefix,
     json: values.json === true,
+    idle: parseNumber('idle', str('idle'), 0),
   };
   const username = str('username');
   const password = str('password');
@@ -242,6 +247,13 @@ export function parseFleetArgs(argv: readonly string[]): FleetArgs {
 
   const problem = checkFleetOptions(opts);
   if (problem !== null) throw new UsageError(problem);
+  if (!(Number.isInteger(opts.idle) && opts.idle >= 0 && opts.idle <= MAX_IDLE)) {
+    throw new UsageError(`--idle: must be an integer from 0 to ${MAX_IDLE}, got ${opts.idle}`);
+  }
+  // Idle devices are raw MQTT over TCP (no TLS or WebSocket framing).
+  if (opts.idle > 0 && !['mqtt:', 'tcp:'].includes(new URL(opts.url).protocol)) {
+    throw new UsageError('--idle: needs an mqtt:// (or tcp://) --url');
+  }
   return opts;
 }
 

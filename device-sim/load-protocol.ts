@@ -16,6 +16,11 @@ export interface StepCommand {
   /** This worker's share of the rate, requests per second. */
   rate: number;
   durationMs: number;
+  /**
+   * The first part of the step, whose latencies are not recorded: a system needs a moment to
+   * settle at a new rate (JIT, heap growth), and the figures are about the rate it sustains.
+   */
+  leadMs: number;
   /** After sending, how long to wait for the last replies; unanswered after it = lost. */
   waitMs: number;
 }

@@ -46,6 +46,8 @@ interface Tally {
 const newTally = (): Tally => ({ histograms: PRIORITIES.map(newHistogram), ok: 0, errors: {}, duplicates: 0 });
 let tally = newTally();
 let stepFirstSeq = 0;
+/** Requests sent before this time are answered and counted but their latency is not recorded. */
+let recordFrom = 0;
 
 function onReply(payload: Buffer): void {
   const now = performance.now();
@@ -84,7 +86,8 @@ function onReply(payload: Buffer): void {
   state[seq] = State.Answered;
   // Late replies to an earlier step are not this step's figures.
   if (seq < stepFirstSeq) return;
-  tally.histograms[priorityOf[seq]!]!.recordValue(Math.max(1, Math.round((now - sentAt[seq]!) * 1000)));
+  const sent = sentAt[seq]!;
+  if (sent >= recordFrom) tally.histograms[priorityOf[seq]!]!.recordValue(Math.max(1, Math.round((now - sent) * 1000)));
   if (ok) tally.ok += 1;
   else tally.errors[code] = (tally.errors[code] ?? 0) + 1;
 }
@@ -238,6 +241,7 @@ async function runStep(step: StepCommand): Promise<StepReport> {
   stepFirstSeq = nextSeq;
   const start = performance.now();
   const end = start + step.durationMs;
+  recordFrom = start + step.leadMs;
   let sent = 0;
   let maxBehind = 0;
   const progress = setInterval(() => {

@@ -52,7 +52,8 @@ export interface StepProgress {
 export interface LoadFleet {
   readonly devices: number;
   readonly workers: number;
-  step(rate: number, durationS: number, waitMs: number, onProgress?: (p: StepProgress) => void): Promise<StepSummary>;
+  /** `leadS` of the `durationS` are sent but not recorded (see StepCommand.leadMs). */
+  step(rate: number, durationS: number, waitMs: number, options?: { leadS?: number; onProgress?: (p: StepProgress) => void }): Promise<StepSummary>;
   close(): Promise<void>;
 }
 
@@ -130,7 +131,7 @@ export async function startLoad(options: LoadOptions): Promise<LoadFleet> {
   return {
     devices: ids.length,
     workers: workerCount,
-    async step(rate, durationS, waitMs, onProgress) {
+    async step(rate, durationS, waitMs, { leadS = 0, onProgress } = {}) {
       const started = Date.now();
       for (const h of handles) h.progress = { sent: 0, answered: 0 };
       const ticker = onProgress
@@ -144,7 +145,7 @@ export async function startLoad(options: LoadOptions): Promise<LoadFleet> {
         : undefined;
       try {
         const reports = await Promise.all(
-          handles.map((h) => h.request({ type: 'step', step: { rate: rate / workerCount, durationMs: durationS * 1000, waitMs } }, 'step')),
+          handles.map((h) => h.request({ type: 'step', step: { rate: rate / workerCount, durationMs: durationS * 1000, leadMs: leadS * 1000, waitMs } }, 'step')),
         );
         return summarize(rate, durationS, reports.map((r) => r.report));
       } finally {

@@ -4,21 +4,30 @@ import { connectIdle, loopbackSource, resolveTarget } from '../../device-sim/idl
 import { sleep, startHarness, type Harness } from '../helpers/harness.js';
 
 describe('loopbackSource', () => {
+  const address = (index: number, perAddress?: number): string => loopbackSource(index, perAddress).localAddress;
+
   it('fills 127.0.0.2 first, then moves to the next address every perAddress connections', () => {
-    expect(loopbackSource(0)).toBe('127.0.0.2');
-    expect(loopbackSource(9_999)).toBe('127.0.0.2');
-    expect(loopbackSource(10_000)).toBe('127.0.0.3');
-    expect(loopbackSource(29_999)).toBe('127.0.0.4');
-    expect(loopbackSource(5, 2)).toBe('127.0.0.4');
+    expect(loopbackSource(0)).toEqual({ localAddress: '127.0.0.2', localPort: 20_000 });
+    expect(loopbackSource(9_999)).toEqual({ localAddress: '127.0.0.2', localPort: 29_999 });
+    expect(loopbackSource(10_000)).toEqual({ localAddress: '127.0.0.3', localPort: 20_000 });
+    expect(loopbackSource(29_999)).toEqual({ localAddress: '127.0.0.4', localPort: 29_999 });
+    expect(loopbackSource(5, 2)).toEqual({ localAddress: '127.0.0.4', localPort: 20_001 });
   });
 
-  it('carries into the higher octets and stays inside 127.0.0.0/8', () => {
-    expect(loopbackSource(253, 1)).toBe('127.0.0.255');
-    expect(loopbackSource(254, 1)).toBe('127.0.1.0');
-    expect(loopbackSource(0xfffffe - 2, 1)).toBe('127.255.255.254');
+  it('gives every connection its own (address, port) pair', () => {
+    const seen = new Set(Array.from({ length: 25_000 }, (_, i) => JSON.stringify(loopbackSource(i, 7_000))));
+    expect(seen.size).toBe(25_000);
+  });
+
+  it('carries into the higher octets, stays inside 127.0.0.0/8 and below port 65536', () => {
+    expect(address(253, 1)).toBe('127.0.0.255');
+    expect(address(254, 1)).toBe('127.0.1.0');
+    expect(address(0xfffffe - 2, 1)).toBe('127.255.255.254');
+    expect(loopbackSource(45_535, 45_536)).toEqual({ localAddress: '127.0.0.2', localPort: 65_535 });
     expect(() => loopbackSource(0xfffffe - 1, 1)).toThrow(RangeError);
     expect(() => loopbackSource(-1)).toThrow(RangeError);
     expect(() => loopbackSource(0, 0)).toThrow(RangeError);
+    expect(() => loopbackSource(0, 45_537)).toThrow(RangeError);
   });
 
   it('spreads only for a loopback broker', async () => {
@@ -92,6 +101,24 @@ describe('idle devices (connectIdle) against the bridge', () => {
     expect(rejected.firstError).toMatch(/CONNACK return code 2/);
     await rejected.close();
     expect(await settled()).toBe(0);
+  });
+
+  it('lets the kernel pick the source port when the chosen one is taken', async () => {
+    // A listener on the first idle device's source endpoint makes its bind fail.
+    const squatter = createServer();
+    await new Promise<void>((resolve) => squatter.listen(20_000, '127.0.0.2', resolve));
+    try {
+      const fleet = await connectIdle({ host: '127.0.0.1', port: h.bridge.mqttPort, count: 2, prefix: 'port' });
+      expect(fleet).toMatchObject({ connected: 2, failed: 0 });
+      const first = clients()['port-idle-1']?.conn as { remoteAddress?: string; remotePort?: number } | undefined;
+      // Same source address, another port.
+      expect(first?.remoteAddress).toBe('127.0.0.2');
+      expect(first?.remotePort).not.toBe(20_000);
+      await fleet.close();
+      expect(await settled()).toBe(0);
+    } finally {
+      await new Promise<void>((resolve) => squatter.close(() => resolve()));
+    }
   });
 
   it('counts devices that cannot connect at all', async () => {

@@ -27,7 +27,6 @@ describe('/metrics', () => {
     const device = await h.device('cam-1');
     await device.publish('high', ask('m-1', 'same question'));
     const [first] = await device.reply('m-1');
-    if (!first?.ok) console.log('DEBUGREPLY', JSON.stringify(first));
     expect(first).toMatchObject({ ok: true, cached: false });
     const model = first?.ok ? first.model : '?';
     const afterOk = await scrape(h.bridge);

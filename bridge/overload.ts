@@ -1,0 +1,199 @@
+// Load shedding at intake. Past its capacity the bridge answers `queue_full` at once instead of
+// admitting work it cannot serve in time: otherwise event-loop delay, memory and reply latency
+// all climb together until replies go missing. Two guards, both asked before the store is
+// touched:
+// - event-loop delay, measured per window: a saturated loop delays every request it already
+//   holds, so new low-value work is refused first (priority-aware, with hysteresis);
+// - admissions in flight: with a slow store (Redis), requests waiting for their admission
+//   pile up in memory whatever the loop does, so their number is bounded (every priority).
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import type { Priority } from './contract.js';
+import { BridgeError } from './errors.js';
+import type { Logger } from './logger.js';
+
+export type ShedReason = 'event_loop' | 'admissions';
+
+/** The event-loop delay of consecutive windows. */
+export interface DelaySource {
+  /** The largest delay (ms) seen since the previous call, which starts a new window. */
+  takeWindowMs(): number;
+  close(): void;
+}
+
+export interface OverloadObserver {
+  shed(priority: Priority, reason: ShedReason): void;
+  eventLoopDelay(ms: number): void;
+}
+
+export interface LoadShedderOptions {
+  /** OVERLOAD_DELAY_MS; 0 turns the event-loop guard off. */
+  overloadDelayMs: number;
+  /** MAX_PENDING_ADMISSIONS. */
+  maxPendingAdmissions: number;
+  logger: Logger;
+  observer?: OverloadObserver;
+  /** Tests inject windows; by default start() measures the real loop. */
+  delaySource?: DelaySource;
+  clock?: () => number;
+}
+
+/** Short enough to react within a fraction of a second, long enough to hold ~20 samples. */
+export const WINDOW_MS = 200;
+/** The histogram's sampling period: finer would cost timer wake-ups for nothing we act on. */
+const RESOLUTION_MS = 10;
+/**
+ * One slow window is a GC pause, a burst of JIT compilation or a CPU-starved moment, not
+ * overload (seen in tests: a 386 ms cold-start window shed a lone request); load that stays
+ * shows in consecutive windows, and 400 ms is still quick to react.
+ */
+const WINDOWS_TO_ENTER = 2;
+const SUMMARY_EVERY_MS = 1000;
+/** A loop this far behind needs time to drain; retries spread over longer when it is further behind. */
+const MIN_RETRY_AFTER_MS = 1000;
+const MAX_RETRY_AFTER_MS = 10_000;
+const RETRY_AFTER_PER_DELAY_MS = 10;
+
+/**
+ * The window's maximum rather than its p99: a blocked loop also blocks the sampling timer, so a
+ * 300 ms stall is ONE sample among the ~20 of a window, and the p99 of so few samples is the
+ * maximum anyway. The maximum says it plainly, and it is what a request arriving during the
+ * stall waited.
+ *
+ * The caller's own lateness counts too: after a stall, the histogram's timer may fire after the
+ * caller's in the same loop turn, and the stall would otherwise be read one window late, after
+ * the requests that queued up behind it were already let through.
+ */
+export function eventLoopDelaySource(windowMs: number): DelaySource {
+  const histogram = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
+  histogram.enable();
+  let windowStart = performance.now();
+  return {
+    takeWindowMs() {
+      const now = performance.now();
+      const ms = Math.max(histogram.max / 1e6, now - windowStart - windowMs);
+      histogram.reset();
+      windowStart = now;
+      return ms;
+    },
+    close: () => histogram.disable(),
+  };
+}
+
+/** Shed requests by reason, then priority, for the log. */
+type Counts = Partial<Record<ShedReason, Partial<Record<Priority, number>>>>;
+
+export class LoadShedder {
+  private readonly options: LoadShedderOptions;
+  private readonly clock: () => number;
+  private source: DelaySource | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private delayMs = 0;
+  private overloaded = false;
+  private windowsOver = 0;
+  /** Built once per window, not per shed request: shedding must stay cheap. */
+  private eventLoopError: BridgeError | undefined;
+  private readonly admissionsError: BridgeError;
+  private pending = 0;
+  // Logging: one summary line per SUMMARY_EVERY_MS while shedding, one line when it stops.
+  private unlogged: Counts = {};
+  private episodeShed = 0;
+  private episodeStart = 0;
+  private shedSinceTick = false;
+  private lastSummaryAt = Number.NEGATIVE_INFINITY;
+
+  constructor(options: LoadShedderOptions) {
+    this.options = options;
+    this.clock = options.clock ?? Date.now;
+    this.source = options.delaySource;
+    this.admissionsError = new BridgeError(
+      'queue_full',
+      `bridge overloaded (MAX_PENDING_ADMISSIONS ${options.maxPendingAdmissions} requests already wait for the store): retry later`,
+      MIN_RETRY_AFTER_MS,
+    );
+  }
+
+  get pendingAdmissions(): number {
+    return this.pending;
+  }
+
+  /** Measures the loop (unless the guard is off) and evaluates a window every WINDOW_MS. */
+  start(): void {
+    if (this.options.overloadDelayMs > 0) this.source ??= eventLoopDelaySource(WINDOW_MS);
+    this.timer = setInterval(() => this.evaluate(), WINDOW_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.source?.close();
+  }
+
+  /** Ends a window: reads its delay, moves the overload state, writes the log lines due. */
+  evaluate(): void {
+    const threshold = this.options.overloadDelayMs;
+    if (threshold > 0 && this.source) {
+      this.delayMs = this.source.takeWindowMs();
+      this.options.observer?.eventLoopDelay(this.delayMs);
+      this.windowsOver = this.delayMs > threshold ? this.windowsOver + 1 : 0;
+      // Hysteresis: leaving needs a clearly quiet window, so the state does not flap at the line.
+      if (this.windowsOver >= WINDOWS_TO_ENTER) this.overloaded = true;
+      else if (this.delayMs < threshold / 2) this.overloaded = false;
+      this.eventLoopError = this.overloaded
+        ? new BridgeError(
+            'queue_full',
+            `bridge overloaded (event-loop delay ${Math.round(this.delayMs)} ms, OVERLOAD_DELAY_MS ${threshold}): retry later`,
+            Math.min(MAX_RETRY_AFTER_MS, Math.max(MIN_RETRY_AFTER_MS, this.delayMs * RETRY_AFTER_PER_DELAY_MS)),
+          )
+        : undefined;
+    }
+    this.logState();
+  }
+
+  /** The error to answer with when this request must be shed now; undefined to admit it. */
+  check(priority: Priority): BridgeError | undefined {
+    if (this.pending >= this.options.maxPendingAdmissions) return this.shed(priority, 'admissions', this.admissionsError);
+    const error = this.eventLoopError;
+    if (!error || priority === 'critical') return undefined;
+    if (priority === 'high' && this.delayMs <= 2 * this.options.overloadDelayMs) return undefined;
+    return this.shed(priority, 'event_loop', error);
+  }
+
+  /** Brackets a request's admission (store calls included), for MAX_PENDING_ADMISSIONS. */
+  admissionStarted(): void {
+    this.pending += 1;
+  }
+
+  admissionEnded(): void {
+    this.pending -= 1;
+  }
+
+  private shed(priority: Priority, reason: ShedReason, error: BridgeError): BridgeError {
+    this.options.observer?.shed(priority, reason);
+    const byPriority = (this.unlogged[reason] ??= {});
+    byPriority[priority] = (byPriority[priority] ?? 0) + 1;
+    if (this.episodeShed === 0) this.episodeStart = this.clock();
+    this.episodeShed += 1;
+    this.shedSinceTick = true;
+    return error;
+  }
+
+  private logState(): void {
+    const now = this.clock();
+    const context = { eventLoopDelayMs: Math.round(this.delayMs), pendingAdmissions: this.pending };
+    if (this.shedSinceTick) {
+      this.shedSinceTick = false;
+      if (now - this.lastSummaryAt >= SUMMARY_EVERY_MS) {
+        this.options.logger.warn({ ...context, shed: this.unlogged }, 'shedding load');
+        this.unlogged = {};
+        this.lastSummaryAt = now;
+      }
+    } else if (this.episodeShed > 0 && !this.overloaded) {
+      this.options.logger.info(
+        { ...context, shed: this.unlogged, episodeShed: this.episodeShed, episodeMs: now - this.episodeStart },
+        'load shedding stopped',
+      );
+      this.unlogged = {};
+      this.episodeShed = 0;
+    }
+  }
+}

@@ -22,6 +22,7 @@ import {
 } from './auth.js';
 import type { ClusterPlugins } from './cluster.js';
 import { startListeners, type ConnectionInfo } from './listeners.js';
+import { createLocalEmitter } from './emitter.js';
 
 export { listen, ListenError } from './listeners.js';
 
@@ -216,7 +217,7 @@ export async function startBroker(
     drainTimeout: config.drainTimeoutMs,
     maxInflightInbound: config.maxInflightQos2,
     maxTopicLevels: MAX_TOPIC_LEVELS,
-    ...(plugins ? { mq: plugins.mq, persistence: plugins.persistence } : {}),
+    ...(plugins ? { mq: plugins.mq, persistence: plugins.persistence } : { mq: createLocalEmitter() }),
 
     preConnect(client, packet, callback) {
       connectPackets.set(client, packet);

@@ -31,6 +31,7 @@ import type { EventEmitter } from 'node:events';
 import createPersistence from 'aedes-persistence-redis';
 import mqemitterRedis from 'mqemitter-redis';
 import type { Logger } from '../bridge/logger.js';
+import { MQ_CONCURRENCY } from './emitter.js';
 
 export interface ClusterPlugins {
   /** Aedes' `mq` option (an MQEmitterRedisPrefix). */
@@ -110,8 +111,7 @@ export async function createClusterPlugins(
   const mq = new MQEmitterRedisPrefix(`${tag}:mqtt/`, {
     pubConn,
     subConn,
-    // What Aedes passes to its default in-memory emitter.
-    concurrency: 100,
+    concurrency: MQ_CONCURRENCY,
     matchEmptyLevels: true, // [MQTT-4.7.1-3]: `a/#` matches `a`
   });
   // The emitter re-emits connection errors on `state`; with no listener that event would throw.

@@ -197,6 +197,10 @@ export async function startListeners(
  *   the same bytes first; once a fixed header announces more than `maxPacketBytes` (or is
  *   malformed) the connection is destroyed and the bytes are never parsed: a 200 MB PUBLISH
  *   costs one socket read (≤ 64 KiB), not 200 MB.
+ * - Coalescing: the first write in an event-loop turn corks the connection and the next turn
+ *   uncorks it, so the PUBACK, the replies and whatever else a turn produced for one device
+ *   leave in one system call. On loopback and small packets the write syscall, not Aedes, is
+ *   what limits a broker (measured in bench/README.md); the cost is at most one loop turn.
  * - Backlog: every write Aedes makes goes through `conn.write`; it is wrapped to check
  *   `writableLength` after each call and drop the connection on the next tick when the unsent
  *   backlog exceeds `maxBacklogBytes` (deferred so the packet being written completes first).
@@ -215,8 +219,18 @@ export function guardStream<T extends Duplex>(conn: T, limits: StreamLimits, log
   }) as T['read'];
 
   let dropping = false;
+  let corked = false;
+  const uncork = (): void => {
+    corked = false;
+    conn.uncork();
+  };
   const write = conn.write.bind(conn) as (...args: unknown[]) => boolean;
   conn.write = ((...args: unknown[]): boolean => {
+    if (!corked) {
+      corked = true;
+      conn.cork();
+      setImmediate(uncork);
+    }
     const result = write(...args);
     if (!dropping && conn.writableLength > limits.maxBacklogBytes) {
       dropping = true;

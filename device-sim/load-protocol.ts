@@ -34,6 +34,9 @@ export interface StepReport {
   errors: Record<string, number>;
   lost: number;
   duplicates: number;
+  /** Connections the broker dropped so far (this worker, the whole run), and the first reason. */
+  disconnects: number;
+  firstDisconnect?: string;
   /** Most requests the worker was ever behind its schedule. */
   maxBehind: number;
   /** Per priority (PRIORITIES order): latency in µs, HDR histogram compressed to base64. */

@@ -18,6 +18,8 @@ interface Device {
   /** PUBLISH topic per priority, encoded once. */
   topics: Buffer[];
   packetId: number;
+  /** The broker dropped it (its backlog limit, say): its pending requests stay unanswered, so lost. */
+  dead: boolean;
 }
 
 const enum State {
@@ -135,16 +137,18 @@ function connectDevice(id: string): Promise<Device> {
       socket,
       topics: PRIORITIES.map((p) => encodedTopic(`devices/${id}/infer/${p}`)),
       packetId: 0,
+      dead: false,
     };
     let ready = false;
     const fail = (err: Error): void => {
-      if (!ready) reject(new Error(`${id}: ${err.message}`));
-      else port.postMessage({ type: 'error', message: `${id}: ${err.message}` } satisfies WorkerReply);
+      if (!ready) return reject(new Error(`${id}: ${err.message}`));
+      if (device.dead || closing) return;
+      device.dead = true;
+      disconnects += 1;
+      firstDisconnect ??= `${id}: ${err.message}`;
     };
     socket.on('error', fail);
-    socket.on('close', () => {
-      if (ready && !closing) fail(new Error('connection closed by the broker'));
-    });
+    socket.on('close', () => fail(new Error('connection closed by the broker')));
     socket.on('data', (chunk) => parser.parse(chunk));
     parser.on('error', fail);
     parser.on('packet', (packet) => {
@@ -184,6 +188,8 @@ function connectDevice(id: string): Promise<Device> {
 
 let devices: Device[] = [];
 let closing = false;
+let disconnects = 0;
+let firstDisconnect: string | undefined;
 let nextDevice = 0;
 /** The priority of request n follows this 100-slot pattern, so every step sees the same mix. */
 let mixPattern: number[] = [];
@@ -215,10 +221,15 @@ function requestPayload(id: string, seq: number): Buffer {
 }
 
 function sendOne(): void {
+  let device = devices[nextDevice]!;
+  for (let tries = 0; device.dead && tries < devices.length; tries += 1) {
+    nextDevice = (nextDevice + 1) % devices.length;
+    device = devices[nextDevice]!;
+  }
+  nextDevice = (nextDevice + 1) % devices.length;
+  if (device.dead) return; // every connection is gone: nothing can be sent
   const seq = nextSeq++;
   const priority = mixPattern[seq % mixPattern.length]!;
-  const device = devices[nextDevice]!;
-  nextDevice = (nextDevice + 1) % devices.length;
   device.packetId = device.packetId === 0xffff ? 1 : device.packetId + 1;
   sentAt[seq] = performance.now();
   priorityOf[seq] = priority;
@@ -242,23 +253,24 @@ async function runStep(step: StepCommand): Promise<StepReport> {
   const start = performance.now();
   const end = start + step.durationMs;
   recordFrom = start + step.leadMs;
-  let sent = 0;
   let maxBehind = 0;
+  let scheduled = 0;
   const progress = setInterval(() => {
     const answered = tally.ok + Object.values(tally.errors).reduce((a, b) => a + b, 0);
-    port.postMessage({ type: 'progress', sent, answered } satisfies WorkerReply);
+    port.postMessage({ type: 'progress', sent: nextSeq - stepFirstSeq, answered } satisfies WorkerReply);
   }, 500);
   // Paced against the clock, not by fixed intervals, so timer jitter does not lower the rate.
   for (;;) {
     const now = performance.now();
     if (now >= end) break;
     const due = Math.floor(((now - start) / 1000) * step.rate);
-    const behind = due - sent;
+    const behind = due - scheduled;
     if (behind > maxBehind) maxBehind = behind;
     for (let i = 0; i < behind; i += 1) sendOne();
-    sent = due;
+    scheduled = due;
     await sleep(1);
   }
+  const sent = nextSeq - stepFirstSeq;
   const sendMs = performance.now() - start;
   const waitUntil = performance.now() + step.waitMs;
   while (performance.now() < waitUntil && pendingSince(stepFirstSeq) > 0) await sleep(20);
@@ -271,6 +283,8 @@ async function runStep(step: StepCommand): Promise<StepReport> {
     errors: tally.errors,
     lost,
     duplicates: tally.duplicates,
+    disconnects,
+    ...(firstDisconnect === undefined ? {} : { firstDisconnect }),
     // A generator that fell this far behind its schedule was itself the bottleneck.
     maxBehind,
     histograms: tally.histograms.map((h) => hdr.encodeIntoCompressedBase64(h)),

@@ -35,6 +35,9 @@ export interface StepSummary {
   errors: Record<string, number>;
   lost: number;
   duplicates: number;
+  /** Device connections the broker dropped since the fleet started, and the first reason. */
+  disconnects: number;
+  firstDisconnect?: string;
   /** Replies per second over the sending window. */
   achievedRate: number;
   latencyMs: LatencyMs;
@@ -187,6 +190,7 @@ export function summarize(rate: number, durationS: number, reports: StepReport[]
   const ok = reports.reduce((n, r) => n + r.ok, 0);
   const sendS = Math.max(...reports.map((r) => r.sendMs)) / 1000;
   const answered = ok + Object.values(errors).reduce((a, b) => a + b, 0);
+  const firstDisconnect = reports.find((r) => r.firstDisconnect !== undefined)?.firstDisconnect;
   return {
     rate,
     durationS,
@@ -195,6 +199,8 @@ export function summarize(rate: number, durationS: number, reports: StepReport[]
     errors,
     lost: reports.reduce((n, r) => n + r.lost, 0),
     duplicates: reports.reduce((n, r) => n + r.duplicates, 0),
+    disconnects: reports.reduce((n, r) => n + r.disconnects, 0),
+    ...(firstDisconnect === undefined ? {} : { firstDisconnect }),
     achievedRate: Math.round(answered / sendS),
     latencyMs: overall.totalCount > 0 ? latencyOf(overall) : { p50: 0, p95: 0, p99: 0, max: 0 },
     byPriority,

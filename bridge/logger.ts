@@ -19,7 +19,29 @@ const REDACT = [
   'config.adminToken',
 ];
 
+/**
+ * Without a destination, logs go to stdout asynchronously: a synchronous write per line would
+ * stall the event loop whenever stdout is slow (a pipe, a busy terminal). What is still
+ * buffered at exit is flushed then, so `process.exit` loses nothing.
+ */
 export function createLogger(level: LevelWithSilent = 'info', destination?: NodeJS.WritableStream): Logger {
   const options = { level, base: { service: 'edge-ai-bridge' }, redact: { paths: REDACT, censor: '[redacted]' } };
-  return destination ? pino(options, destination as pino.DestinationStream) : pino(options);
+  return pino(options, destination ? (destination as pino.DestinationStream) : asyncStdout());
+}
+
+let stdout: ReturnType<typeof pino.destination> | undefined;
+
+/** One per process, however many loggers (tests start many bridges in one process). */
+function asyncStdout(): ReturnType<typeof pino.destination> {
+  if (stdout) return stdout;
+  const dest = pino.destination({ dest: 1, sync: false });
+  process.once('exit', () => {
+    try {
+      dest.flushSync();
+    } catch {
+      // stdout already closed: nobody is left to read the lines.
+    }
+  });
+  stdout = dest;
+  return dest;
 }

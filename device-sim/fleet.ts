@@ -68,6 +68,7 @@ export const FLEET_DEFAULTS = {
 } as const;
 
 const MAX_DEVICES = 100_000;
+const MAX_WORKERS = 64;
 const MAX_IDLE = 1_000_000;
 // Request ids are `${deviceId}-${seq}` and must stay within the contract's 64 characters.
 const MAX_PREFIX_LENGTH = 32;
@@ -162,6 +163,8 @@ export interface FleetArgs extends FleetOptions {
   json: boolean;
   /** Idle devices (device-sim/idle.ts) to connect before the fleet runs; 0 = none. */
   idle: number;
+  /** Worker threads for the fast fleet (device-sim/load.ts); 0 = the mqtt.js fleet in this thread. */
+  workers: number;
 }
 
 function parseNumber(option: string, raw: string | undefined, fallback: number): number {
@@ -198,6 +201,7 @@ export function parseFleetArgs(argv: readonly string[]): FleetArgs {
         questions: { type: 'string' },
         json: { type: 'boolean' },
         idle: { type: 'string' },
+        workers: { type: 'string' },
       },
     }));
   } catch (err) {
@@ -232,6 +236,7 @@ export function parseFleetArgs(argv: readonly string[]): FleetArgs {
     prefix: str('prefix') ?? FLEET_DEFAULTS.prefix,
     json: values.json === true,
     idle: parseNumber('idle', str('idle'), 0),
+    workers: parseNumber('workers', str('workers'), 0),
   };
   const username = str('username');
   const password = str('password');
@@ -250,9 +255,17 @@ export function parseFleetArgs(argv: readonly string[]): FleetArgs {
   if (!(Number.isInteger(opts.idle) && opts.idle >= 0 && opts.idle <= MAX_IDLE)) {
     throw new UsageError(`--idle: must be an integer from 0 to ${MAX_IDLE}, got ${opts.idle}`);
   }
-  // Idle devices are raw MQTT over TCP (no TLS or WebSocket framing).
+  // Idle devices and the fast fleet are raw MQTT over TCP (no TLS or WebSocket framing).
   if (opts.idle > 0 && !['mqtt:', 'tcp:'].includes(new URL(opts.url).protocol)) {
     throw new UsageError('--idle: needs an mqtt:// (or tcp://) --url');
+  }
+  if (!(Number.isInteger(opts.workers) && opts.workers >= 0 && opts.workers <= MAX_WORKERS)) {
+    throw new UsageError(`--workers: must be an integer from 0 to ${MAX_WORKERS}, got ${opts.workers}`);
+  }
+  if (opts.workers > 0) {
+    if (!['mqtt:', 'tcp:'].includes(new URL(opts.url).protocol)) throw new UsageError('--workers: needs an mqtt:// (or tcp://) --url');
+    if (opts.qos !== 1) throw new UsageError('--workers: the fast fleet sends at QoS 1 only');
+    if (opts.questions !== undefined) throw new UsageError('--workers: every request text is distinct; --questions needs --workers 0');
   }
   return opts;
 }

@@ -215,7 +215,7 @@ function requestPayload(id: string, seq: number): Buffer {
   // About 300 bytes, every text distinct, so neither the cache nor coalescing answers it.
   return Buffer.from(
     `{"id":"${id}","messages":[{"role":"system","content":"You inspect welds on line B. Answer ok or defect."},` +
-      `{"role":"user","content":"Camera ${seq % 64} frame ${seq}: seam continuous, bead width 4.1 mm, ` +
+      `{"role":"user","content":"Camera ${seq % 64} frame ${id}: seam continuous, bead width 4.1 mm, ` +
       `porosity none visible, temperature 71.4 C, shift 2. Verdict?"}],"max_tokens":16}`,
   );
 }

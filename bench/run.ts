@@ -20,9 +20,10 @@ import { formatReport, formatSteps } from './report.js';
 import { renderLatencyChart } from './svg.js';
 import type { BenchResults, IdleResult, OverloadResult, StepResult, SystemId, SystemResult } from './results.js';
 
-const USAGE = `usage: npm run bench [-- --quick] [--systems echo,memory,redis] [--idle 20000] [--out bench/results]
+const USAGE = `usage: npm run bench [-- --quick] [--systems echo,memory,redis,redis-x2] [--idle 20000] [--out bench/results]
   [--workers 2] [--devices 200] [--profile DIR]
-  REDIS_URL: use that Redis for (c); otherwise a redis-server is started on a free port.`;
+  redis-x2 (not in the default run): two bridge instances on one Redis, devices spread over both.
+  REDIS_URL: use that Redis for (c) and (d); otherwise a redis-server is started on a free port.`;
 
 const UPSTREAM_LATENCY_MS = 20;
 const P99_LIMIT_MS = 250;
@@ -48,6 +49,8 @@ const STEP_WAIT_MS = 2000;
 /** The overload step waits this long for its last terminal replies: all must come. */
 const OVERLOAD_WAIT_MS = 30_000;
 const RATE_ROUNDING = 250;
+
+const sum = (values: number[]): number => values.reduce((a, b) => a + b, 0);
 
 function log(line: string): void {
   process.stderr.write(`bench: ${line}\n`);
@@ -121,21 +124,30 @@ function toStep(s: StepSummary, cpu: Record<string, number>, rss: number): StepR
 interface Sut {
   id: SystemId;
   label: string;
-  service: ServiceProcess;
+  /** One process, or several instances sharing one Redis; devices are spread over them. */
+  services: ServiceProcess[];
   /** Extra per-process CPU sources for this system (Redis). */
   cpu: Record<string, () => number>;
   stop(): Promise<void>;
 }
 
 async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: number, devices: number): Promise<SystemResult> {
-  const pid = sut.service.child.pid!;
+  const pids = sut.services.map((s) => s.child.pid!);
   const meter = new CpuMeter({
-    [sut.id === 'echo' ? 'broker' : 'bridge']: () => cpuSeconds(pid),
+    [sut.id === 'echo' ? 'broker' : 'bridge']: () => sum(pids.map((pid) => cpuSeconds(pid))),
     generator: () => cpuSeconds('self'),
     upstream: () => cpuSeconds(upstream.child.pid!),
     ...sut.cpu,
   });
-  const fleet = await startLoad({ host: '127.0.0.1', port: sut.service.mqttPort, devices, workers, mix: MIX, prefix: `bench-${sut.id}` });
+  const fleet = await startLoad({
+    host: '127.0.0.1',
+    ports: sut.services.map((s) => s.mqttPort),
+    devices,
+    workers,
+    mix: MIX,
+    prefix: `bench-${sut.id}`,
+  });
+  const rss = (): number => sum(pids.map((pid) => rssMb(pid)));
   const steps: StepResult[] = [];
   const run = async (rate: number, durationS: number, waitMs = STEP_WAIT_MS, leadS = 0): Promise<StepSummary> =>
     fleet.step(rate, durationS + leadS, waitMs, {
@@ -145,7 +157,7 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
   const measure = async (rate: number): Promise<StepResult> => {
     meter.begin();
     const summary = await run(rate, plan.stepS, STEP_WAIT_MS, plan.leadS);
-    const step = toStep(summary, meter.end(), rssMb(pid));
+    const step = toStep(summary, meter.end(), rss());
     endProgress();
     log(
       `${sut.label} @ ${rate}: ${step.passed ? 'pass' : 'FAIL'}  ${step.achievedRate} replies/s  p50 ${step.latencyMs.p50} p99 ${step.latencyMs.p99} ms` +
@@ -190,10 +202,10 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
         ? { p50: over(at1000.latencyMs.p50), p95: over(at1000.latencyMs.p95), p99: over(at1000.latencyMs.p99), max: over(at1000.latencyMs.max) }
         : null,
       cpuAtMax: best?.cpu ?? {},
-      rssMb: best?.rssMb ?? rssMb(pid),
+      rssMb: best?.rssMb ?? rss(),
       steps,
     };
-    if (sut.id !== 'echo' && best) result.overload = await overload(sut, fleet, best.rate * 2, plan, run);
+    if (sut.id !== 'echo' && best) result.overload = await overload(pids, sut.label, fleet, best.rate * 2, plan, run);
     return result;
   } finally {
     await fleet.close();
@@ -201,18 +213,18 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
 }
 
 async function overload(
-  sut: Sut,
+  pids: number[],
+  label: string,
   fleet: LoadFleet,
   rate: number,
   plan: Plan,
   run: (rate: number, durationS: number, waitMs?: number, leadS?: number) => Promise<StepSummary>,
 ): Promise<OverloadResult> {
-  const pid = sut.service.child.pid!;
-  const rssStartMb = rssMb(pid);
+  const rssStartMb = sum(pids.map((pid) => rssMb(pid)));
   const s = await run(rate, plan.overloadS, OVERLOAD_WAIT_MS);
   endProgress();
-  const alive = isAlive(pid);
-  const rssEndMb = alive ? rssMb(pid) : 0;
+  const alive = pids.every((pid) => isAlive(pid));
+  const rssEndMb = alive ? sum(pids.map((pid) => rssMb(pid))) : 0;
   // Alive is not enough: it must still answer.
   const probe = alive ? await fleet.step(100, 1, STEP_WAIT_MS) : undefined;
   const result: OverloadResult = {
@@ -226,7 +238,7 @@ async function overload(
     rssEndMb,
     survived: alive && probe !== undefined && probe.lost === 0 && probe.ok === probe.sent,
   };
-  log(`${sut.label} overload @ ${rate}: sent ${s.sent} ok ${s.ok} errors ${JSON.stringify(s.errors)} lost ${s.lost} rss ${rssStartMb} → ${rssEndMb} MB survived ${result.survived}`);
+  log(`${label} overload @ ${rate}: sent ${s.sent} ok ${s.ok} errors ${JSON.stringify(s.errors)} lost ${s.lost} rss ${rssStartMb} → ${rssEndMb} MB survived ${result.survived}`);
   return result;
 }
 
@@ -234,14 +246,18 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
   const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
   if (id === 'echo') {
     const service = await startServiceProcess({ LOG_LEVEL: 'warn' }, { script: distFile('./echo-server.js'), nodeArgs });
-    return { id, label: '(a) MQTT echo', service, cpu: {}, stop: async () => void (await service.stop()) };
+    return { id, label: '(a) MQTT echo', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
   }
   if (id === 'memory') {
     const service = await startServiceProcess(bridgeEnv(upstream.url, {}), { nodeArgs });
-    return { id, label: '(b) bridge, memory store', service, cpu: {}, stop: async () => void (await service.stop()) };
+    return { id, label: '(b) bridge, memory store', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
   }
   const prefix = `bench-${randomBytes(4).toString('hex')}`;
-  const service = await startServiceProcess(bridgeEnv(upstream.url, { REDIS_URL: redisUrl, REDIS_PREFIX: prefix }), { nodeArgs });
+  const instances = id === 'redis-x2' ? 2 : 1;
+  const services: ServiceProcess[] = [];
+  for (let i = 0; i < instances; i += 1) {
+    services.push(await startServiceProcess(bridgeEnv(upstream.url, { REDIS_URL: redisUrl, REDIS_PREFIX: prefix }), { nodeArgs }));
+  }
   const admin = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
   await admin.connect();
   // Redis' own CPU counters, so a Redis the bench did not start is measured too.
@@ -255,12 +271,12 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
   const poll = setInterval(() => void readRedisCpu().catch(() => undefined), 250);
   return {
     id,
-    label: '(c) bridge, Redis store',
-    service,
+    label: instances === 1 ? '(c) bridge, Redis store' : '(d) 2 bridges, one Redis',
+    services,
     cpu: { redis: () => redisCpu },
     async stop() {
       clearInterval(poll);
-      await service.stop();
+      await Promise.all(services.map((s) => s.stop()));
       await deleteDeployment(admin, prefix);
       admin.disconnect();
     },
@@ -356,7 +372,8 @@ async function main(argv: string[]): Promise<number> {
   const upstream = await startUpstream();
   let privateRedis: PrivateRedis | undefined;
   let redisUrl = process.env.REDIS_URL;
-  if (systems.includes('redis') && !redisUrl) {
+  const needsRedis = systems.some((s) => s.startsWith('redis'));
+  if (needsRedis && !redisUrl) {
     privateRedis = await startPrivateRedis();
     redisUrl = privateRedis.url;
     log(`started redis-server on port ${privateRedis.port}`);
@@ -366,7 +383,7 @@ async function main(argv: string[]): Promise<number> {
       startedAt: new Date(started).toISOString(),
       command: `npm run bench${values.quick ? ' -- --quick' : ''}`,
       quick: plan.quick,
-      machine: await machine(systems.includes('redis') ? redisUrl : undefined),
+      machine: await machine(needsRedis ? redisUrl : undefined),
       upstreamLatencyMs: UPSTREAM_LATENCY_MS,
       p99LimitMs: P99_LIMIT_MS,
       generator: { workers, connections: devices },

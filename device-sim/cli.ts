@@ -48,7 +48,7 @@ async function runThreaded(args: FleetArgs): Promise<{ summary: StepSummary; los
   const url = new URL(args.url);
   const fleet = await startLoad({
     host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
-    port: url.port === '' ? 1883 : Number(url.port),
+    ports: [url.port === '' ? 1883 : Number(url.port)],
     devices: args.devices,
     workers: args.workers,
     mix: args.mix,

@@ -3,8 +3,7 @@ import type { Priority } from '../bridge/contract.js';
 
 export interface WorkerInit {
   host: string;
-  port: number;
-  deviceIds: string[];
+  devices: Array<{ id: string; port: number }>;
   /** Request ids are `${tag}${seq in base 36}`; unique per worker and run. */
   tag: string;
   mix: Record<Priority, number>;

@@ -128,9 +128,9 @@ function encodedTopic(topic: string): Buffer {
   return out;
 }
 
-function connectDevice(id: string): Promise<Device> {
+function connectDevice({ id, port: brokerPort }: { id: string; port: number }): Promise<Device> {
   return new Promise((resolve, reject) => {
-    const socket = connect({ host: init.host, port: init.port, noDelay: true });
+    const socket = connect({ host: init.host, port: brokerPort, noDelay: true });
     const parser = mqttPacket.parser({ protocolVersion: 4 });
     const device: Device = {
       id,
@@ -296,7 +296,7 @@ port.on('message', (message: WorkerMessage) => {
     switch (message.type) {
       case 'connect': {
         mixPattern = buildMixPattern(init.mix);
-        const ids = init.deviceIds;
+        const ids = init.devices;
         const connected: Device[] = [];
         // A few connects in flight at once: a stampede of CONNECTs measures nothing useful.
         for (let i = 0; i < ids.length; i += 50) {

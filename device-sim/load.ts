@@ -10,7 +10,8 @@ import type { StepReport, WorkerInit, WorkerMessage, WorkerReply } from './load-
 
 export interface LoadOptions {
   host: string;
-  port: number;
+  /** Device n connects to ports[n % ports.length]: several instances share one fleet. */
+  ports: number[];
   devices: number;
   workers: number;
   mix: Record<Priority, number>;
@@ -114,8 +115,7 @@ export async function startLoad(options: LoadOptions): Promise<LoadFleet> {
   const handles = Array.from({ length: workerCount }, (_, w) => {
     const init: WorkerInit = {
       host: options.host,
-      port: options.port,
-      deviceIds: ids.filter((_, i) => i % workerCount === w),
+      devices: ids.flatMap((id, i) => (i % workerCount === w ? [{ id, port: options.ports[i % options.ports.length]! }] : [])),
       tag: `${run}${w}-`,
       mix: options.mix,
     };

@@ -19,7 +19,7 @@ const MIX = { critical: 1, high: 9, normal: 80, low: 10 };
 describe('the threaded load fleet', () => {
   it('counts what the bridge answered and the upstream received, by priority', async () => {
     h = await startHarness({ DEVICE_RATE_LIMIT_RPM: '100000', RATE_LIMIT_RPM: '100000' });
-    fleet = await startLoad({ host: '127.0.0.1', port: h.bridge.mqttPort, devices: 20, workers: 2, mix: MIX, prefix: 'lf' });
+    fleet = await startLoad({ host: '127.0.0.1', ports: [h.bridge.mqttPort], devices: 20, workers: 2, mix: MIX, prefix: 'lf' });
     expect(h.bridge.broker.aedes.connectedClients).toBe(20);
 
     const step = await fleet.step(200, 1, 5000);
@@ -39,7 +39,7 @@ describe('the threaded load fleet', () => {
 
   it('survives the broker dropping its devices, and says so', async () => {
     h = await startHarness({ DEVICE_RATE_LIMIT_RPM: '100000', RATE_LIMIT_RPM: '100000' });
-    fleet = await startLoad({ host: '127.0.0.1', port: h.bridge.mqttPort, devices: 4, workers: 1, mix: MIX, prefix: 'lf2' });
+    fleet = await startLoad({ host: '127.0.0.1', ports: [h.bridge.mqttPort], devices: 4, workers: 1, mix: MIX, prefix: 'lf2' });
     const { clients } = h.bridge.broker.aedes as unknown as { clients: Record<string, { close(): void }> };
     for (const client of Object.values(clients)) client.close();
     await new Promise((resolve) => setTimeout(resolve, 200));

@@ -20,8 +20,9 @@ import { formatReport, formatSteps } from './report.js';
 import { renderLatencyChart } from './svg.js';
 import type { BenchResults, IdleResult, OverloadResult, StepResult, SystemId, SystemResult } from './results.js';
 
-const USAGE = `usage: npm run bench [-- --quick] [--systems echo,memory,redis,redis-x2] [--idle 20000] [--out bench/results]
+const USAGE = `usage: npm run bench [-- --quick] [--systems echo,handler,memory,redis] [--idle 20000] [--out bench/results]
   [--workers 2] [--devices 200] [--profile DIR]
+  handler: Aedes + a handler calling the upstream with undici, no queue, no limits, no guarantees.
   redis-x2 (not in the default run): two bridge instances on one Redis, devices spread over both.
   REDIS_URL: use that Redis for (c) and (d); otherwise a redis-server is started on a free port.`;
 
@@ -41,7 +42,7 @@ interface Plan {
   idle: number;
 }
 
-const FULL: Omit<Plan, 'idle'> = { quick: false, stepS: 4, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 32000, 64000], bisections: 3, overloadS: 10 };
+const FULL: Omit<Plan, 'idle'> = { quick: false, stepS: 4, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 32000, 64000], bisections: 2, overloadS: 10 };
 const QUICK: Omit<Plan, 'idle'> = { quick: true, stepS: 1.5, leadS: 0.5, ladder: [1000, 4000, 8000, 16000, 32000], bisections: 1, overloadS: 3 };
 
 /** Replies later than this after a step's last send count as lost (a passing step needs p99 < 250 ms anyway). */
@@ -134,7 +135,7 @@ interface Sut {
 async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: number, devices: number): Promise<SystemResult> {
   const pids = sut.services.map((s) => s.child.pid!);
   const meter = new CpuMeter({
-    [sut.id === 'echo' ? 'broker' : 'bridge']: () => sum(pids.map((pid) => cpuSeconds(pid))),
+    [sut.id === 'echo' || sut.id === 'handler' ? 'broker' : 'bridge']: () => sum(pids.map((pid) => cpuSeconds(pid))),
     generator: () => cpuSeconds('self'),
     upstream: () => cpuSeconds(upstream.child.pid!),
     ...sut.cpu,
@@ -205,7 +206,7 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
       rssMb: best?.rssMb ?? rss(),
       steps,
     };
-    if (sut.id !== 'echo' && best) result.overload = await overload(pids, sut.label, fleet, best.rate * 2, plan, run);
+    if (sut.id !== 'echo' && sut.id !== 'handler' && best) result.overload = await overload(pids, sut.label, fleet, best.rate * 2, plan, run);
     return result;
   } finally {
     await fleet.close();
@@ -247,6 +248,11 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
   if (id === 'echo') {
     const service = await startServiceProcess({ LOG_LEVEL: 'warn' }, { script: distFile('./echo-server.js'), nodeArgs });
     return { id, label: '(a) MQTT echo', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
+  }
+  if (id === 'handler') {
+    const env = { LOG_LEVEL: 'warn', UPSTREAM_URL: upstream.url, MAX_CONCURRENCY: bridgeEnv(upstream.url, {}).MAX_CONCURRENCY! };
+    const service = await startServiceProcess(env, { script: distFile('./echo-server.js'), nodeArgs });
+    return { id, label: '(h) handler, no guarantees', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
   }
   if (id === 'memory') {
     const service = await startServiceProcess(bridgeEnv(upstream.url, {}), { nodeArgs });
@@ -349,7 +355,7 @@ async function main(argv: string[]): Promise<number> {
     strict: true,
     options: {
       quick: { type: 'boolean', default: false },
-      systems: { type: 'string', default: 'echo,memory,redis' },
+      systems: { type: 'string', default: 'echo,handler,memory,redis' },
       idle: { type: 'string' },
       out: { type: 'string', default: 'bench/results' },
       workers: { type: 'string', default: '2' },

@@ -14,6 +14,7 @@ const port = parentPort!;
 
 interface Device {
   id: string;
+  port: number;
   socket: Socket;
   /** PUBLISH topic per priority, encoded once. */
   topics: Buffer[];
@@ -134,6 +135,7 @@ function connectDevice({ id, port: brokerPort }: { id: string; port: number }): 
     const parser = mqttPacket.parser({ protocolVersion: 4 });
     const device: Device = {
       id,
+      port: brokerPort,
       socket,
       topics: PRIORITIES.map((p) => encodedTopic(`devices/${id}/infer/${p}`)),
       packetId: 0,
@@ -247,7 +249,21 @@ function pendingSince(first: number): number {
   return pending;
 }
 
+/** Devices a broker dropped in an earlier step come back, so each step offers its full rate. */
+async function reconnectDropped(): Promise<void> {
+  for (let i = 0; i < devices.length; i += 1) {
+    const device = devices[i]!;
+    if (!device.dead) continue;
+    try {
+      devices[i] = await connectDevice({ id: device.id, port: device.port });
+    } catch {
+      // Still refused: it stays dead and this step sends on the others.
+    }
+  }
+}
+
 async function runStep(step: StepCommand): Promise<StepReport> {
+  await reconnectDropped();
   tally = newTally();
   stepFirstSeq = nextSeq;
   const start = performance.now();

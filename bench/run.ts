@@ -252,11 +252,11 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
   if (id === 'handler') {
     const env = { LOG_LEVEL: 'warn', UPSTREAM_URL: upstream.url, MAX_CONCURRENCY: bridgeEnv(upstream.url, {}).MAX_CONCURRENCY! };
     const service = await startServiceProcess(env, { script: distFile('./echo-server.js'), nodeArgs });
-    return { id, label: '(h) handler, no guarantees', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
+    return { id, label: '(h) bare handler', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
   }
   if (id === 'memory') {
     const service = await startServiceProcess(bridgeEnv(upstream.url, {}), { nodeArgs });
-    return { id, label: '(b) bridge, memory store', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
+    return { id, label: '(b) bridge + memory', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
   }
   const prefix = `bench-${randomBytes(4).toString('hex')}`;
   const instances = id === 'redis-x2' ? 2 : 1;
@@ -277,7 +277,7 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
   const poll = setInterval(() => void readRedisCpu().catch(() => undefined), 250);
   return {
     id,
-    label: instances === 1 ? '(c) bridge, Redis store' : '(d) 2 bridges, one Redis',
+    label: instances === 1 ? '(c) bridge + Redis' : '(d) 2 bridges + Redis',
     services,
     cpu: { redis: () => redisCpu },
     async stop() {

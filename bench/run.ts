@@ -32,6 +32,12 @@ const MIX = { critical: 1, high: 9, normal: 80, low: 10 };
 
 interface Plan {
   quick: boolean;
+  /** Seconds at 1 000 and at 2 000 req/s before the first step, not recorded. */
+  warmUpS: [number, number];
+  /** After a failed step: time for its backlog to drain before the next. */
+  settleMs: number;
+  /** Replies later than this after a step's last send count as lost (a passing step needs p99 < 250 ms anyway). */
+  waitMs: number;
   /** Measured seconds per step, after `leadS` seconds at the same rate that are not recorded. */
   stepS: number;
   leadS: number;
@@ -42,11 +48,11 @@ interface Plan {
   idle: number;
 }
 
-const FULL: Omit<Plan, 'idle'> = { quick: false, stepS: 4, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 32000, 64000], bisections: 2, overloadS: 10 };
-const QUICK: Omit<Plan, 'idle'> = { quick: true, stepS: 1.5, leadS: 0.5, ladder: [1000, 4000, 8000, 16000, 32000], bisections: 1, overloadS: 3 };
+const FULL: Omit<Plan, 'idle'> = { quick: false, warmUpS: [2, 3], settleMs: 3000, waitMs: 2000, stepS: 4, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 32000, 64000], bisections: 2, overloadS: 10 };
+const QUICK: Omit<Plan, 'idle'> = { quick: true, warmUpS: [0.5, 1], settleMs: 500, waitMs: 1000, stepS: 1.2, leadS: 0.3, ladder: [1000, 4000, 8000, 16000, 32000], bisections: 1, overloadS: 2 };
 
-/** Replies later than this after a step's last send count as lost (a passing step needs p99 < 250 ms anyway). */
-const STEP_WAIT_MS = 2000;
+/** The probe after the overload step waits this long for its replies. */
+const PROBE_WAIT_MS = 2000;
 /** The overload step waits this long for its last terminal replies: all must come. */
 const OVERLOAD_WAIT_MS = 30_000;
 const RATE_ROUNDING = 250;
@@ -150,14 +156,14 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
   });
   const rss = (): number => sum(pids.map((pid) => rssMb(pid)));
   const steps: StepResult[] = [];
-  const run = async (rate: number, durationS: number, waitMs = STEP_WAIT_MS, leadS = 0): Promise<StepSummary> =>
+  const run = async (rate: number, durationS: number, waitMs = plan.waitMs, leadS = 0): Promise<StepSummary> =>
     fleet.step(rate, durationS + leadS, waitMs, {
       leadS,
       onProgress: (p) => progress(`bench: ${sut.label} @ ${rate} req/s  ${p.elapsedS.toFixed(1)} s  sent ${p.sent}  answered ${p.answered}`),
     });
   const measure = async (rate: number): Promise<StepResult> => {
     meter.begin();
-    const summary = await run(rate, plan.stepS, STEP_WAIT_MS, plan.leadS);
+    const summary = await run(rate, plan.stepS, plan.waitMs, plan.leadS);
     const step = toStep(summary, meter.end(), rss());
     endProgress();
     log(
@@ -166,14 +172,14 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
     );
     steps.push(step);
     // A failed step leaves a backlog behind; the next must not inherit it.
-    if (!step.passed) await sleep(plan.quick ? 1000 : 3000);
+    if (!step.passed) await sleep(plan.settleMs);
     return step;
   };
   try {
     // Warm-up (JIT, heap, connections, scripts), not recorded: a cold bridge needs several
     // seconds of load before its code is optimised, and a first step would measure that.
-    await run(1000, plan.quick ? 1 : 2);
-    await run(2000, plan.quick ? 1 : 3);
+    await run(1000, plan.warmUpS[0]);
+    await run(2000, plan.warmUpS[1]);
     let best: StepResult | undefined;
     let failedAt: number | undefined;
     for (const rate of plan.ladder) {
@@ -227,7 +233,7 @@ async function overload(
   const alive = pids.every((pid) => isAlive(pid));
   const rssEndMb = alive ? sum(pids.map((pid) => rssMb(pid))) : 0;
   // Alive is not enough: it must still answer.
-  const probe = alive ? await fleet.step(100, 1, STEP_WAIT_MS) : undefined;
+  const probe = alive ? await fleet.step(100, 1, PROBE_WAIT_MS) : undefined;
   const result: OverloadResult = {
     rate,
     durationS: plan.overloadS,
@@ -289,7 +295,7 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
   };
 }
 
-async function measureIdle(count: number, upstream: Upstream): Promise<IdleResult> {
+async function measureIdle(count: number, upstream: Upstream, lightLoadS: number): Promise<IdleResult> {
   const service = await startServiceProcess(bridgeEnv(upstream.url, { MAX_CONNECTIONS: String(count + 1000) }));
   const pid = service.child.pid!;
   try {
@@ -298,7 +304,7 @@ async function measureIdle(count: number, upstream: Upstream): Promise<IdleResul
     const sampler = setInterval(() => (rssAfterMb = Math.max(rssAfterMb, rssMb(pid))), 250);
     const sim = spawn(
       process.execPath,
-      [distFile('../device-sim/cli.js'), '--url', `mqtt://127.0.0.1:${service.mqttPort}`, '--idle', String(count), '--devices', '10', '--rate', '100', '--duration', '5', '--json'],
+      [distFile('../device-sim/cli.js'), '--url', `mqtt://127.0.0.1:${service.mqttPort}`, '--idle', String(count), '--devices', '10', '--rate', '100', '--duration', String(lightLoadS), '--json'],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     let out = '';
@@ -369,7 +375,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const base = values.quick ? QUICK : FULL;
-  const plan: Plan = { ...base, idle: Number(values.idle ?? (values.quick ? 2000 : 20000)) };
+  const plan: Plan = { ...base, idle: Number(values.idle ?? (values.quick ? 1000 : 20000)) };
   const systems = values.systems.split(',').map((s) => s.trim()) as SystemId[];
   const workers = Number(values.workers);
   const devices = Number(values.devices);
@@ -409,7 +415,7 @@ async function main(argv: string[]): Promise<number> {
       const limit = hardFileLimit();
       const count = Math.min(plan.idle, limit - FD_HEADROOM);
       log(`connecting ${count} idle devices`);
-      results.idle = await measureIdle(count, upstream);
+      results.idle = await measureIdle(count, upstream, plan.quick ? 2 : 5);
       if (count < plan.idle) {
         results.idle.note = `${plan.idle} were asked for; ${count} tried, because this machine's hard limit on open files is ${limit} per process (\`ulimit -Hn\`).`;
       }

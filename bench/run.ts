@@ -34,7 +34,8 @@ interface Plan {
   quick: boolean;
   /** Seconds at 1 000 and at 2 000 req/s before the first step, not recorded. */
   warmUpS: [number, number];
-  /** After a failed step: time for its backlog to drain before the next. */
+  /** After a failed step: the longest wait for the replies it still owes, then a pause. */
+  drainMs: number;
   settleMs: number;
   /** Replies later than this after a step's last send count as lost (a passing step needs p99 < 250 ms anyway). */
   waitMs: number;
@@ -48,8 +49,8 @@ interface Plan {
   idle: number;
 }
 
-const FULL: Omit<Plan, 'idle'> = { quick: false, warmUpS: [2, 3], settleMs: 3000, waitMs: 2000, stepS: 4, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 32000, 64000], bisections: 2, overloadS: 10 };
-const QUICK: Omit<Plan, 'idle'> = { quick: true, warmUpS: [0.5, 1], settleMs: 500, waitMs: 1000, stepS: 1.2, leadS: 0.3, ladder: [1000, 4000, 8000, 16000, 32000], bisections: 1, overloadS: 2 };
+const FULL: Omit<Plan, 'idle'> = { quick: false, warmUpS: [2, 3], drainMs: 20_000, settleMs: 1000, waitMs: 2000, stepS: 4, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 32000, 64000], bisections: 2, overloadS: 10 };
+const QUICK: Omit<Plan, 'idle'> = { quick: true, warmUpS: [0.5, 1], drainMs: 5000, settleMs: 300, waitMs: 1000, stepS: 1.2, leadS: 0.3, ladder: [1000, 4000, 8000, 16000, 32000], bisections: 1, overloadS: 2 };
 
 /** The probe after the overload step waits this long for its replies. */
 const PROBE_WAIT_MS = 2000;
@@ -172,7 +173,11 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
     );
     steps.push(step);
     // A failed step leaves a backlog behind; the next must not inherit it.
-    if (!step.passed) await sleep(plan.settleMs);
+    if (!step.passed) {
+      const owed = await fleet.drain(plan.drainMs);
+      if (owed > 0) log(`${sut.label}: ${owed} replies still owed after ${plan.drainMs / 1000} s; going on`);
+      await sleep(plan.settleMs);
+    }
     return step;
   };
   try {

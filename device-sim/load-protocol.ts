@@ -24,7 +24,12 @@ export interface StepCommand {
   waitMs: number;
 }
 
-export type WorkerMessage = { type: 'connect' } | { type: 'step'; step: StepCommand } | { type: 'close' };
+export type WorkerMessage =
+  | { type: 'connect' }
+  | { type: 'step'; step: StepCommand }
+  /** Wait until every request sent so far is answered, or maxMs passed. */
+  | { type: 'drain'; maxMs: number }
+  | { type: 'close' };
 
 export interface StepReport {
   sent: number;
@@ -46,5 +51,6 @@ export type WorkerReply =
   | { type: 'connected'; devices: number }
   | { type: 'step'; report: StepReport }
   | { type: 'progress'; sent: number; answered: number }
+  | { type: 'drained'; pending: number }
   | { type: 'closed' }
   | { type: 'error'; message: string };

@@ -34,6 +34,8 @@ const sentAt: number[] = [];
 const priorityOf: number[] = [];
 const state: State[] = [];
 let nextSeq = 0;
+/** Sent and not yet answered, over every step so far. */
+let pendingCount = 0;
 
 const newHistogram = (): hdr.Histogram =>
   hdr.build({ bitBucketSize: 32, autoResize: true, numberOfSignificantValueDigits: 3, useWebAssembly: false });
@@ -87,6 +89,7 @@ function onReply(payload: Buffer): void {
     return;
   }
   state[seq] = State.Answered;
+  pendingCount -= 1;
   // Late replies to an earlier step are not this step's figures.
   if (seq < stepFirstSeq) return;
   const sent = sentAt[seq]!;
@@ -236,6 +239,7 @@ function sendOne(): void {
   sentAt[seq] = performance.now();
   priorityOf[seq] = priority;
   state[seq] = State.Pending;
+  pendingCount += 1;
   device.socket.write(publishFrame(device.topics[priority]!, device.packetId, requestPayload(`${init.tag}${seq.toString(36)}`, seq)));
 }
 
@@ -325,6 +329,13 @@ port.on('message', (message: WorkerMessage) => {
       case 'step':
         port.postMessage({ type: 'step', report: await runStep(message.step) } satisfies WorkerReply);
         return;
+      case 'drain': {
+        // What an overloaded system still owes from earlier steps must not slow the next one.
+        const until = performance.now() + message.maxMs;
+        while (pendingCount > 0 && performance.now() < until) await sleep(50);
+        port.postMessage({ type: 'drained', pending: pendingCount } satisfies WorkerReply);
+        return;
+      }
       case 'close':
         closing = true;
         for (const d of devices) d.socket.end(mqttPacket.generate({ cmd: 'disconnect' }));

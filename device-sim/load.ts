@@ -58,6 +58,8 @@ export interface LoadFleet {
   readonly workers: number;
   /** `leadS` of the `durationS` are sent but not recorded (see StepCommand.leadMs). */
   step(rate: number, durationS: number, waitMs: number, options?: { leadS?: number; onProgress?: (p: StepProgress) => void }): Promise<StepSummary>;
+  /** Waits until every request sent so far is answered (or maxMs passed); resolves with the rest. */
+  drain(maxMs: number): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -154,6 +156,10 @@ export async function startLoad(options: LoadOptions): Promise<LoadFleet> {
       } finally {
         clearInterval(ticker);
       }
+    },
+    async drain(maxMs) {
+      const replies = await Promise.all(handles.map((h) => h.request({ type: 'drain', maxMs }, 'drained')));
+      return replies.reduce((n, r) => n + r.pending, 0);
     },
     async close() {
       await Promise.all(handles.map((h) => h.request({ type: 'close' }, 'closed').catch(() => undefined)));

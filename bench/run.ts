@@ -49,7 +49,7 @@ interface Plan {
   idle: number;
 }
 
-const FULL: Omit<Plan, 'idle'> = { quick: false, warmUpS: [2, 3], drainMs: 20_000, settleMs: 1000, waitMs: 2000, stepS: 4, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 32000, 64000], bisections: 2, overloadS: 10 };
+const FULL: Omit<Plan, 'idle'> = { quick: false, warmUpS: [2, 3], drainMs: 20_000, settleMs: 1000, waitMs: 2000, stepS: 4, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 24000, 32000, 48000], bisections: 2, overloadS: 10 };
 const QUICK: Omit<Plan, 'idle'> = { quick: true, warmUpS: [0.5, 1], drainMs: 5000, settleMs: 300, waitMs: 1000, stepS: 1.2, leadS: 0.3, ladder: [1000, 4000, 8000, 16000, 32000], bisections: 1, overloadS: 2 };
 
 /** The probe after the overload step waits this long for its replies. */

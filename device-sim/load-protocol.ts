@@ -27,7 +27,7 @@ export interface StepCommand {
 export type WorkerMessage =
   | { type: 'connect' }
   | { type: 'step'; step: StepCommand }
-  /** Wait until every request sent so far is answered, or maxMs passed. */
+  /** Wait until every request sent so far is answered, maxMs passed, or replies stopped coming. */
   | { type: 'drain'; maxMs: number }
   | { type: 'close' };
 

@@ -34,6 +34,8 @@ const sentAt: number[] = [];
 const priorityOf: number[] = [];
 const state: State[] = [];
 let nextSeq = 0;
+/** A drain gives up when no reply came for this long. */
+const STALL_MS = 2000;
 /** Sent and not yet answered, over every step so far. */
 let pendingCount = 0;
 
@@ -331,8 +333,17 @@ port.on('message', (message: WorkerMessage) => {
         return;
       case 'drain': {
         // What an overloaded system still owes from earlier steps must not slow the next one.
+        // Replies owed by connections the broker dropped never come: stop once nothing moves.
         const until = performance.now() + message.maxMs;
-        while (pendingCount > 0 && performance.now() < until) await sleep(50);
+        let last = pendingCount;
+        let lastMove = performance.now();
+        while (pendingCount > 0 && performance.now() < until && performance.now() - lastMove < STALL_MS) {
+          await sleep(50);
+          if (pendingCount !== last) {
+            last = pendingCount;
+            lastMove = performance.now();
+          }
+        }
         port.postMessage({ type: 'drained', pending: pendingCount } satisfies WorkerReply);
         return;
       }

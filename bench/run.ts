@@ -175,7 +175,7 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
     // A failed step leaves a backlog behind; the next must not inherit it.
     if (!step.passed) {
       const owed = await fleet.drain(plan.drainMs);
-      if (owed > 0) log(`${sut.label}: ${owed} replies still owed after ${plan.drainMs / 1000} s; going on`);
+      if (owed > 0) log(`${sut.label}: ${owed} replies owed so far will not come (dropped connections or stalled); going on`);
       await sleep(plan.settleMs);
     }
     return step;

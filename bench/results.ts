@@ -47,7 +47,7 @@ export interface OverloadResult {
   survived: boolean;
 }
 
-export type SystemId = 'echo' | 'handler' | 'memory' | 'redis' | 'redis-x2';
+export type SystemId = 'echo' | 'handler' | 'bullmq' | 'memory' | 'redis' | 'redis-x2';
 
 export interface SystemResult {
   id: SystemId;

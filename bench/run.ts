@@ -20,9 +20,10 @@ import { formatReport, formatSteps } from './report.js';
 import { renderLatencyChart } from './svg.js';
 import type { BenchResults, IdleResult, OverloadResult, StepResult, SystemId, SystemResult } from './results.js';
 
-const USAGE = `usage: npm run bench [-- --quick] [--systems echo,handler,memory,redis] [--idle 20000] [--out bench/results]
+const USAGE = `usage: npm run bench [-- --quick] [--systems echo,handler,bullmq,memory,redis] [--idle 20000] [--out bench/results]
   [--workers 2] [--devices 200] [--profile DIR]
   handler: Aedes + a handler calling the upstream with undici, no queue, no limits, no guarantees.
+  bullmq: Aedes + BullMQ (priority, limiter, worker concurrency) + undici, on the same Redis.
   redis-x2 (not in the default run): two bridge instances on one Redis, devices spread over both.
   REDIS_URL: use that Redis for (c) and (d); otherwise a redis-server is started on a free port.`;
 
@@ -49,7 +50,7 @@ interface Plan {
   idle: number;
 }
 
-const FULL: Omit<Plan, 'idle'> = { quick: false, warmUpS: [2, 3], drainMs: 20_000, settleMs: 1000, waitMs: 2000, stepS: 4, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 24000, 32000, 48000], bisections: 2, overloadS: 10 };
+const FULL: Omit<Plan, 'idle'> = { quick: false, warmUpS: [2, 3], drainMs: 20_000, settleMs: 1000, waitMs: 2000, stepS: 3, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 24000, 32000, 48000], bisections: 2, overloadS: 10 };
 const QUICK: Omit<Plan, 'idle'> = { quick: true, warmUpS: [0.5, 1], drainMs: 5000, settleMs: 300, waitMs: 1000, stepS: 1.2, leadS: 0.3, ladder: [1000, 4000, 8000, 16000, 32000], bisections: 1, overloadS: 2 };
 
 /** The probe after the overload step waits this long for its replies. */
@@ -270,10 +271,12 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
     return { id, label: '(b) bridge + memory', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
   }
   const prefix = `bench-${randomBytes(4).toString('hex')}`;
+  const env = bridgeEnv(upstream.url, { REDIS_URL: redisUrl, REDIS_PREFIX: prefix });
   const instances = id === 'redis-x2' ? 2 : 1;
   const services: ServiceProcess[] = [];
   for (let i = 0; i < instances; i += 1) {
-    services.push(await startServiceProcess(bridgeEnv(upstream.url, { REDIS_URL: redisUrl, REDIS_PREFIX: prefix }), { nodeArgs }));
+    const script = id === 'bullmq' ? distFile('./bullmq-server.js') : undefined;
+    services.push(await startServiceProcess(id === 'bullmq' ? { ...env, LOG_LEVEL: 'warn' } : env, { nodeArgs, ...(script ? { script } : {}) }));
   }
   const admin = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
   await admin.connect();
@@ -288,7 +291,7 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
   const poll = setInterval(() => void readRedisCpu().catch(() => undefined), 250);
   return {
     id,
-    label: instances === 1 ? '(c) bridge + Redis' : '(d) 2 bridges + Redis',
+    label: { bullmq: '(q) BullMQ bridge', redis: '(c) bridge + Redis', 'redis-x2': '(d) 2 bridges + Redis' }[id] ?? id,
     services,
     cpu: { redis: () => redisCpu },
     async stop() {
@@ -366,7 +369,7 @@ async function main(argv: string[]): Promise<number> {
     strict: true,
     options: {
       quick: { type: 'boolean', default: false },
-      systems: { type: 'string', default: 'echo,handler,memory,redis' },
+      systems: { type: 'string', default: 'echo,handler,bullmq,memory,redis' },
       idle: { type: 'string' },
       out: { type: 'string', default: 'bench/results' },
       workers: { type: 'string', default: '2' },
@@ -389,7 +392,7 @@ async function main(argv: string[]): Promise<number> {
   const upstream = await startUpstream();
   let privateRedis: PrivateRedis | undefined;
   let redisUrl = process.env.REDIS_URL;
-  const needsRedis = systems.some((s) => s.startsWith('redis'));
+  const needsRedis = systems.some((s) => s.startsWith('redis') || s === 'bullmq');
   if (needsRedis && !redisUrl) {
     privateRedis = await startPrivateRedis();
     redisUrl = privateRedis.url;

@@ -1,13 +1,10 @@
 // The benchmark's result document (bench/results/latest.json): what the runner measures and
 // what the report and the chart are drawn from.
 
+import type { LatencySummary } from '../device-sim/stats.js';
+
 /** Latency as devices saw it, publish to reply, in milliseconds. */
-export interface Latency {
-  p50: number;
-  p95: number;
-  p99: number;
-  max: number;
-}
+export type Latency = LatencySummary;
 
 /** CPU used during a step, per process, as a share of one core (2 cores busy = 2). */
 export type CpuShare = Record<string, number>;

@@ -5,7 +5,7 @@
 import { performance } from 'node:perf_hooks';
 import { parseFleetArgs, runFleet, UsageError, type FleetArgs } from './fleet.js';
 import { connectIdle, type IdleFleet } from './idle.js';
-import { formatTable, type FleetReport } from './stats.js';
+import { formatTable, type FleetReport, type LatencySummary } from './stats.js';
 import { startLoad, type StepSummary } from './load.js';
 import { PRIORITIES } from '../bridge/contract.js';
 
@@ -71,7 +71,7 @@ async function runThreaded(args: FleetArgs): Promise<{ summary: StepSummary; los
 }
 
 function formatThreaded(s: StepSummary): string {
-  const ms = (l: { p50: number; p95: number; p99: number; max: number } | null): string =>
+  const ms = (l: LatencySummary | null): string =>
     l === null ? '-' : `p50 ${l.p50}  p95 ${l.p95}  p99 ${l.p99}  max ${l.max} ms`;
   const errors = Object.entries(s.errors).map(([code, n]) => `${code} ${n}`).join(', ') || 'none';
   return [

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import * as hdr from 'hdr-histogram-js';
 import { PRIORITIES, type Priority } from '../bridge/contract.js';
 import type { StepReport, WorkerInit, WorkerMessage, WorkerReply } from './load-protocol.js';
+import type { LatencySummary } from './stats.js';
 
 export interface LoadOptions {
   host: string;
@@ -21,12 +22,6 @@ export interface LoadOptions {
   password?: string;
 }
 
-export interface LatencyMs {
-  p50: number;
-  p95: number;
-  p99: number;
-  max: number;
-}
 
 export interface StepSummary {
   rate: number;
@@ -41,8 +36,8 @@ export interface StepSummary {
   firstDisconnect?: string;
   /** Replies per second over the sending window. */
   achievedRate: number;
-  latencyMs: LatencyMs;
-  byPriority: Record<Priority, { answered: number; latencyMs: LatencyMs | null }>;
+  latencyMs: LatencySummary;
+  byPriority: Record<Priority, { answered: number; latencyMs: LatencySummary | null }>;
   /** Most requests any worker fell behind its schedule: large values mean the generator was the limit. */
   generatorBehind: number;
 }
@@ -171,7 +166,7 @@ export async function startLoad(options: LoadOptions): Promise<LoadFleet> {
 const newHistogram = (): hdr.Histogram =>
   hdr.build({ bitBucketSize: 32, autoResize: true, numberOfSignificantValueDigits: 3, useWebAssembly: false });
 
-function latencyOf(h: hdr.Histogram): LatencyMs {
+function latencyOf(h: hdr.Histogram): LatencySummary {
   const ms = (us: number): number => Math.round(us / 10) / 100;
   return {
     p50: ms(h.getValueAtPercentile(50)),

@@ -51,7 +51,7 @@ interface Plan {
 }
 
 const FULL: Omit<Plan, 'idle'> = { quick: false, warmUpS: [2, 3], drainMs: 20_000, settleMs: 1000, waitMs: 2000, stepS: 3, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 24000, 32000, 48000], bisections: 2, overloadS: 10 };
-const QUICK: Omit<Plan, 'idle'> = { quick: true, warmUpS: [0.5, 1], drainMs: 5000, settleMs: 300, waitMs: 1000, stepS: 1.2, leadS: 0.3, ladder: [1000, 4000, 8000, 16000, 32000], bisections: 1, overloadS: 2 };
+const QUICK: Omit<Plan, 'idle'> = { quick: true, warmUpS: [0.5, 0.5], drainMs: 3000, settleMs: 200, waitMs: 1000, stepS: 1, leadS: 0.2, ladder: [1000, 4000, 16000, 32000], bisections: 1, overloadS: 1.5 };
 
 /** The probe after the overload step waits this long for its replies. */
 const PROBE_WAIT_MS = 2000;
@@ -175,7 +175,7 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
     steps.push(step);
     // A failed step leaves a backlog behind; the next must not inherit it.
     if (!step.passed) {
-      const owed = await fleet.drain(plan.drainMs);
+      const owed = await fleet.drain(plan.drainMs, plan.quick ? 500 : 2000);
       if (owed > 0) log(`${sut.label}: ${owed} replies owed so far will not come (dropped connections or stalled); going on`);
       await sleep(plan.settleMs);
     }
@@ -423,7 +423,7 @@ async function main(argv: string[]): Promise<number> {
       const limit = hardFileLimit();
       const count = Math.min(plan.idle, limit - FD_HEADROOM);
       log(`connecting ${count} idle devices`);
-      results.idle = await measureIdle(count, upstream, plan.quick ? 2 : 5);
+      results.idle = await measureIdle(count, upstream, plan.quick ? 1 : 5);
       if (count < plan.idle) {
         results.idle.note = `${plan.idle} were asked for; ${count} tried, because this machine's hard limit on open files is ${limit} per process (\`ulimit -Hn\`).`;
       }

@@ -28,7 +28,7 @@ export type WorkerMessage =
   | { type: 'connect' }
   | { type: 'step'; step: StepCommand }
   /** Wait until every request sent so far is answered, maxMs passed, or replies stopped coming. */
-  | { type: 'drain'; maxMs: number }
+  | { type: 'drain'; maxMs: number; stallMs: number }
   | { type: 'close' };
 
 export interface StepReport {

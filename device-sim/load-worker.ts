@@ -34,8 +34,6 @@ const sentAt: number[] = [];
 const priorityOf: number[] = [];
 const state: State[] = [];
 let nextSeq = 0;
-/** A drain gives up when no reply came for this long. */
-const STALL_MS = 2000;
 /** Sent and not yet answered, over every step so far. */
 let pendingCount = 0;
 
@@ -337,7 +335,7 @@ port.on('message', (message: WorkerMessage) => {
         const until = performance.now() + message.maxMs;
         let last = pendingCount;
         let lastMove = performance.now();
-        while (pendingCount > 0 && performance.now() < until && performance.now() - lastMove < STALL_MS) {
+        while (pendingCount > 0 && performance.now() < until && performance.now() - lastMove < message.stallMs) {
           await sleep(50);
           if (pendingCount !== last) {
             last = pendingCount;

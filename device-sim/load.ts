@@ -53,8 +53,11 @@ export interface LoadFleet {
   readonly workers: number;
   /** `leadS` of the `durationS` are sent but not recorded (see StepCommand.leadMs). */
   step(rate: number, durationS: number, waitMs: number, options?: { leadS?: number; onProgress?: (p: StepProgress) => void }): Promise<StepSummary>;
-  /** Waits until every request sent so far is answered (or maxMs passed); resolves with the rest. */
-  drain(maxMs: number): Promise<number>;
+  /**
+   * Waits until every request sent so far is answered, maxMs passed, or no reply came for
+   * stallMs (replies owed by dropped connections never come); resolves with the rest.
+   */
+  drain(maxMs: number, stallMs: number): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -152,8 +155,8 @@ export async function startLoad(options: LoadOptions): Promise<LoadFleet> {
         clearInterval(ticker);
       }
     },
-    async drain(maxMs) {
-      const replies = await Promise.all(handles.map((h) => h.request({ type: 'drain', maxMs }, 'drained')));
+    async drain(maxMs, stallMs) {
+      const replies = await Promise.all(handles.map((h) => h.request({ type: 'drain', maxMs, stallMs }, 'drained')));
       return replies.reduce((n, r) => n + r.pending, 0);
     },
     async close() {

@@ -9,7 +9,7 @@ import type { Logger } from './logger.js';
 import type { Results } from './results.js';
 import type { Price } from './config-file.js';
 import { answerFields, okReply } from './replies.js';
-import type { CachedAnswer, ClaimedJob, Job, Store } from './store/types.js';
+import type { CachedAnswer, ClaimedJob, CompleteOptions, Job, Store } from './store/types.js';
 import { buildUpstreamBody } from './upstream/body.js';
 import type { UpstreamCall, UpstreamResult } from './upstream/client.js';
 
@@ -66,6 +66,9 @@ const STORE_RETRY_MS = 1000;
 const FOLLOW_POLL_MS = 25;
 /** A lease outlives one attempt by this much (CONTRACT guarantee 1: takeover within timeout + 5 s). */
 const LEASE_MARGIN_MS = 5000;
+
+/** What a completion records besides the reply (CompleteOptions' optional part). */
+type Bookkeeping = Pick<CompleteOptions, 'cache' | 'unlead' | 'usage'>;
 
 /** The lease was lost: the job is no longer ours, so it gets no reply from us. */
 class LeaseLost extends Error {}
@@ -224,6 +227,7 @@ export class Scheduler {
     let reply: Reply;
     let deadLetter = false;
     let leading = false;
+    let bookkeeping: Bookkeeping = {};
     try {
       if (job.cacheKey !== undefined) {
         const shared = await this.followOrLead(entry, job.cacheKey);
@@ -264,9 +268,14 @@ export class Scheduler {
         upstreamMs: result.upstreamMs,
         now: this.clock(),
       });
-      await this.afterAnswer(entry, result, log);
+      bookkeeping = await this.afterAnswer(entry, result, log);
       log.debug({ attempts: reply.attempts, upstreamMs: result.upstreamMs }, 'request answered');
     } catch (err) {
+      const gone = err instanceof LeaseLost || abort.signal.aborted;
+      if (gone && leading && job.cacheKey !== undefined) {
+        // No completion follows, so the flight ends here: identical requests lead in turn.
+        await this.store.unlead(job.cacheKey, job.key).catch(() => undefined);
+      }
       if (err instanceof LeaseLost) {
         log.warn('lease lost before an attempt could start: the job is left to whoever holds it now');
         return;
@@ -277,11 +286,11 @@ export class Scheduler {
       if (error.code === 'internal') log.error({ err }, 'request failed');
       else log.warn({ code: error.code }, `request failed: ${error.message}`);
       reply = errorReply(job.id, error, job.priority);
-    } finally {
-      // Identical requests waiting on this one now find the answer in the cache, or lead.
-      if (leading && job.cacheKey !== undefined) await this.store.unlead(job.cacheKey, job.key).catch(() => undefined);
     }
-    await this.finish(job, reply, deadLetter, log, abort.signal);
+    // Identical requests waiting on this one find the answer in the cache once the completion
+    // is recorded, or lead in turn.
+    if (leading && job.cacheKey !== undefined) bookkeeping.unlead = job.cacheKey;
+    await this.finish(job, reply, deadLetter, log, abort.signal, bookkeeping);
   }
 
   /**
@@ -299,34 +308,30 @@ export class Scheduler {
     }
   }
 
-  /** Bookkeeping of an upstream answer: real token count, the cache, usage and cost. */
-  private async afterAnswer(entry: Running, result: UpstreamResult, log: Logger): Promise<void> {
+  /**
+   * Bookkeeping of an upstream answer: the real token count now (it frees TPM budget); the
+   * cache entry and usage with the completion, in the same store call.
+   */
+  private async afterAnswer(entry: Running, result: UpstreamResult, log: Logger): Promise<Bookkeeping> {
     const { job } = entry;
-    const now = this.clock();
-    const steps: Array<Promise<void>> = [];
-    if (result.usage && this.config.rateLimitTpm !== undefined) {
-      steps.push(this.store.settleTokens(entry.callId, result.usage.total_tokens));
-    }
+    const bookkeeping: Bookkeeping = {};
     if (job.cacheKey !== undefined) {
-      const answer: CachedAnswer = answerFields(result);
-      steps.push(this.store.cacheSet(job.cacheKey, answer, this.config.cacheTtlS * 1000, now));
+      bookkeeping.cache = { key: job.cacheKey, answer: answerFields(result), ttlMs: this.config.cacheTtlS * 1000 };
     }
     if (result.usage) {
       const { prompt_tokens: promptTokens, completion_tokens: completionTokens } = result.usage;
       const price = this.config.prices[result.model];
       const costUsd = price ? (promptTokens * price.inputPerMillion + completionTokens * price.outputPerMillion) / 1e6 : 0;
       this.observer.usage(result.model, promptTokens, completionTokens, costUsd);
-      steps.push(
-        this.store.recordUsage(
-          { deviceId: job.deviceId, model: result.model, priority: job.priority, promptTokens, completionTokens, costUsd },
-          now,
-        ),
-      );
+      bookkeeping.usage = { deviceId: job.deviceId, model: result.model, priority: job.priority, promptTokens, completionTokens, costUsd };
+      if (this.config.rateLimitTpm !== undefined) {
+        // Never at the cost of the device's answer.
+        await this.store.settleTokens(entry.callId, result.usage.total_tokens).catch((err: unknown) => {
+          log.warn({ err }, 'could not settle the call\'s tokens');
+        });
+      }
     }
-    for (const outcome of await Promise.allSettled(steps)) {
-      // None of these may cost the device its answer.
-      if (outcome.status === 'rejected') log.warn({ err: outcome.reason }, 'could not record the answer\'s usage or cache entry');
-    }
+    return bookkeeping;
   }
 
   /** Runs before every upstream attempt: the lease must cover the whole attempt, and a retry needs rate budget. */
@@ -370,16 +375,18 @@ export class Scheduler {
     deadLetter: boolean,
     log: Logger,
     signal: AbortSignal = this.stopped.signal,
+    bookkeeping: Bookkeeping = {},
   ): Promise<void> {
     try {
       await this.results.send(job.deviceId, reply);
     } catch (err) {
       log.error({ err }, 'could not publish the reply; the job runs again when its lease expires');
+      if (bookkeeping.unlead !== undefined) await this.store.unlead(bookkeeping.unlead, job.key).catch(() => undefined);
       return;
     }
     for (let retry = 0; ; retry += 1) {
       try {
-        await this.store.complete(job, reply, { ttlS: this.config.idempotencyTtlS, deadLetter }, this.clock());
+        await this.store.complete(job, reply, { ttlS: this.config.idempotencyTtlS, deadLetter, ...bookkeeping }, this.clock());
         if (retry > 0) log.info({ retries: retry }, 'completion recorded after the store came back');
         return;
       } catch (err) {

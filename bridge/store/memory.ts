@@ -5,6 +5,7 @@ import { SlidingWindow } from './sliding-window.js';
 import { addMetric, addRecord, emptyReport, hourOf, hoursBetween } from './usage-report.js';
 import type {
   CachedAnswer,
+  CompleteOptions,
   Lead,
   UsageRecord,
   UsageReport,
@@ -156,10 +157,13 @@ export class MemoryStore implements Store {
     });
   }
 
-  async complete(job: Job, reply: Reply, options: { ttlS: number; deadLetter: boolean }, now: number): Promise<void> {
+  async complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void> {
     this.records.set(job.key, { state: 'done', reply, expiresAt: now + options.ttlS * 1000 });
     this.dropLease(job.key);
     if (options.deadLetter) this.dlq.push({ job, reply, atMs: now });
+    if (options.cache) await this.cacheSet(options.cache.key, options.cache.answer, options.cache.ttlMs, now);
+    if (options.unlead !== undefined) await this.unlead(options.unlead, job.key);
+    if (options.usage) await this.recordUsage(options.usage, now);
   }
 
   async release(jobs: ClaimedJob[], now: number): Promise<void> {

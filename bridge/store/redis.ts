@@ -8,6 +8,7 @@ import { lockId, redisKeys, type RedisKeys } from './redis-keys.js';
 import { addMetric, emptyReport, hourOf, hoursBetween, type UsageDimension, type UsageMetric } from './usage-report.js';
 import type {
   CachedAnswer,
+  CompleteOptions,
   Lead,
   UsageRecord,
   UsageReport,
@@ -48,6 +49,16 @@ const scripts = {
 
 /** Usage hours are kept about a week (a backstop; reports read what is there). */
 const USAGE_KEEP_MS = 8 * 24 * HOUR_MS;
+
+/** expiresAt first, so lead.lua can compare it without decoding the answer. */
+function cacheValue(answer: CachedAnswer, ttlMs: number, now: number): string {
+  return `${now + ttlMs}|${JSON.stringify(answer)}`;
+}
+
+/** usage.lua's ARGV (and complete.lua's, after its flag). */
+function usageArgs(record: UsageRecord): LuaArg[] {
+  return [record.deviceId, record.model, record.priority, record.promptTokens, record.completionTokens, record.costUsd, USAGE_KEEP_MS];
+}
 const USAGE_DIMENSIONS: Record<string, UsageDimension> = { d: 'byDevice', m: 'byModel', p: 'byPriority' };
 const USAGE_METRICS: Record<string, UsageMetric> = { r: 'requests', p: 'promptTokens', c: 'completionTokens', usd: 'costUsd' };
 
@@ -143,15 +154,21 @@ export class RedisStore implements Store {
     return held.map((h) => h === 1);
   }
 
-  async complete(job: Job, reply: Reply, options: { ttlS: number; deadLetter: boolean }, now: number): Promise<void> {
+  async complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void> {
     const k = this.keys;
     const owner = 'owner' in job && typeof job.owner === 'string' ? job.owner : '';
     const entry: DeadLetter = { job, reply, atMs: now };
-    await this.run(
-      scripts.complete,
-      [k.idem(job.key), k.jobs, k.attempts, k.leases, k.owners, k.locks, k.parked, k.queue, k.place, k.dlq, k.deadlines, k.depth],
-      [job.key, JSON.stringify(reply), options.ttlS * 1000, now, owner, options.deadLetter ? JSON.stringify(entry) : ''],
-    );
+    const keys = [k.idem(job.key), k.jobs, k.attempts, k.leases, k.owners, k.locks, k.parked, k.queue, k.place, k.dlq, k.deadlines, k.depth];
+    const args: LuaArg[] = [job.key, JSON.stringify(reply), options.ttlS * 1000, now, owner, options.deadLetter ? JSON.stringify(entry) : ''];
+    // complete.lua reads the optional keys in this order: cache, flight, usage.
+    const { cache, unlead, usage } = options;
+    if (cache) keys.push(k.cache(cache.key));
+    args.push(cache ? cacheValue(cache.answer, cache.ttlMs, now) : '', cache?.ttlMs ?? 0);
+    if (unlead !== undefined) keys.push(k.flight(unlead));
+    args.push(unlead === undefined ? '0' : '1');
+    if (usage) keys.push(k.usage(String(hourOf(now))));
+    args.push(usage ? '1' : '0', ...(usage ? usageArgs(usage) : []));
+    await this.run(scripts.complete, keys, args);
   }
 
   async release(jobs: ClaimedJob[], _now: number): Promise<void> {
@@ -242,9 +259,7 @@ export class RedisStore implements Store {
   }
 
   async cacheSet(cacheKey: string, answer: CachedAnswer, ttlMs: number, now: number): Promise<void> {
-    // expiresAt first, so lead.lua can compare it without decoding the answer.
-    const value = `${now + ttlMs}|${JSON.stringify(answer)}`;
-    await this.guard(this.redis.set(this.keys.cache(cacheKey), value, 'PX', ttlMs));
+    await this.guard(this.redis.set(this.keys.cache(cacheKey), cacheValue(answer, ttlMs, now), 'PX', ttlMs));
   }
 
   async lead(cacheKey: string, jobKey: string, leaseMs: number, now: number): Promise<Lead> {
@@ -262,11 +277,7 @@ export class RedisStore implements Store {
   }
 
   async recordUsage(record: UsageRecord, now: number): Promise<void> {
-    await this.run(
-      scripts.usage,
-      [this.keys.usage(String(hourOf(now)))],
-      [record.deviceId, record.model, record.priority, record.promptTokens, record.completionTokens, record.costUsd, USAGE_KEEP_MS],
-    );
+    await this.run(scripts.usage, [this.keys.usage(String(hourOf(now)))], usageArgs(record));
   }
 
   async usage(fromMs: number, toMs: number): Promise<UsageReport> {

@@ -64,6 +64,17 @@ export interface UsageTotals {
   costUsd: number;
 }
 
+export interface CompleteOptions {
+  ttlS: number;
+  deadLetter: boolean;
+  /** The upstream's answer, for identical requests (as cacheSet). */
+  cache?: { key: string; answer: CachedAnswer; ttlMs: number };
+  /** The cache key whose coalescing flight this job leads: ended (as unlead). */
+  unlead?: string;
+  /** The call's tokens and cost (as recordUsage). */
+  usage?: UsageRecord;
+}
+
 export interface UsageRecord {
   deviceId: string;
   model: string;
@@ -143,9 +154,10 @@ export interface Store {
 
   /**
    * The job ended with `reply`: remember it for IDEMPOTENCY_TTL_S, release its lease and lock
-   * if it holds them, and, when `deadLetter`, keep it on the dead-letter list.
+   * if it holds them, and, when `deadLetter`, keep it on the dead-letter list. The answer's
+   * bookkeeping (cache entry, end of its coalescing flight, usage) is done in the same step.
    */
-  complete(job: Job, reply: Reply, options: { ttlS: number; deadLetter: boolean }, now: number): Promise<void>;
+  complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void>;
 
   /** Hands held jobs back to the queue (shutdown); their attempts are unchanged. */
   release(jobs: ClaimedJob[], now: number): Promise<void>;

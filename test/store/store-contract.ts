@@ -1000,6 +1000,45 @@ export function describeStoreContract(
         expect(await store.lead('h', 'd4/d', 5000, t + 10_005)).toEqual({ leader: 'd4/d' }); // answer and d3/c's lease gone
       });
 
+      it('records the cache entry, ends the flight and adds usage with the completion, in one step', async () => {
+        const store = await open();
+        const t = Math.floor(Date.now() / 3_600_000) * 3_600_000 + 1000;
+        const limits = { deviceRpm: 10, queueMax: 10 };
+        const job = makeJob({ deviceId: 'd1', id: 'lead', priority: 'normal', arrivalMs: t });
+        expect(await store.admit(job, limits, t)).toEqual({ kind: 'queued' });
+        const { jobs } = await store.claim(claimOpts({ owner: 'me' }), t + 1);
+        const held = jobs[0] as ClaimedJob;
+        expect(await store.lead('hk', held.key, 5000, t + 2)).toEqual({ leader: held.key });
+        expect(await store.lead('hk', 'd2/follower', 5000, t + 3)).toEqual({ leader: held.key });
+        const usage = { deviceId: 'd1', model: 'big', priority: 'normal' as Priority, promptTokens: 7, completionTokens: 3, costUsd: 0.25 };
+
+        await store.complete(held, makeReply(held), { ...DONE, cache: { key: 'hk', answer, ttlMs: 1000 }, unlead: 'hk', usage }, t + 4);
+
+        expect(await store.storedReply(held.key, t + 5)).toEqual(makeReply(held));
+        expect(await store.lead('hk', 'd2/follower', 5000, t + 5)).toEqual({ answer });
+        expect(await store.cacheGet('hk', t + 1003)).toEqual(answer);
+        expect(await store.cacheGet('hk', t + 1004)).toBeUndefined();
+        // The flight ended too: with the answer gone, the follower leads.
+        expect(await store.lead('hk', 'd2/follower', 5000, t + 1005)).toEqual({ leader: 'd2/follower' });
+        expect((await store.usage(t, t + 10)).byDevice.d1).toEqual({ requests: 1, promptTokens: 7, completionTokens: 3, costUsd: 0.25 });
+      });
+
+      it('ends only its own flight when completing, and books nothing it was not asked to', async () => {
+        const store = await open();
+        const t = baseTime();
+        const limits = { deviceRpm: 10, queueMax: 10 };
+        const job = makeJob({ deviceId: 'd1', id: 'late', priority: 'normal', arrivalMs: t });
+        await store.admit(job, limits, t);
+        const held = (await store.claim(claimOpts({ owner: 'me' }), t + 1)).jobs[0] as ClaimedJob;
+        expect(await store.lead('hk2', 'd9/other', 5000, t + 2)).toEqual({ leader: 'd9/other' });
+
+        await store.complete(held, makeReply(held), { ...DONE, unlead: 'hk2' }, t + 3);
+
+        expect(await store.lead('hk2', 'd3/x', 5000, t + 4)).toEqual({ leader: 'd9/other' });
+        expect(await store.cacheGet('hk2', t + 4)).toBeUndefined();
+        expect((await store.usage(t - 3_600_000, t + 10)).total.requests).toBe(0);
+      });
+
       it('adds usage up by device, model and priority, per hour', async () => {
         const store = await open();
         const t = Math.floor(Date.now() / 3_600_000) * 3_600_000;

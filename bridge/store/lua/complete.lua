@@ -7,11 +7,18 @@ KEYS[6] locks  KEYS[7] parked  KEYS[8] queue  KEYS[9] place  KEYS[10] dlq
 KEYS[11] deadlines  KEYS[12] depth
 ARGV[1] job key  ARGV[2] reply JSON  ARGV[3] ttl ms  ARGV[4] now ms  ARGV[5] owner or ''
 ARGV[6] dead-letter entry JSON, or '' to keep none
+The answer's bookkeeping rides along, so a request costs one round trip here, not four. The
+keys that follow are present only for what is asked, in this order:
+ARGV[7] cache value ('' = none) with ARGV[8] its ttl ms: KEYS[next] cache:{hash}
+ARGV[9] '1' = end this job's coalescing flight: KEYS[next] flight:{hash}
+ARGV[10] '1' = add usage, ARGV[11..17] as usage.lua's ARGV[1..7]: KEYS[next] usage:{hour}
 ]]
 local rcall = redis.call
 --- @include "members"
 --- @include "queue"
 --- @include "admission"
+--- @include "usage"
+--- @include "flight"
 
 local key, ttlMs, now, owner = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 recordReply(KEYS[1], ARGV[2], now, ttlMs)
@@ -32,4 +39,17 @@ if held == false or holder == owner then
   rcall('HDEL', KEYS[3], key)
 end
 if ARGV[6] ~= '' then rcall('RPUSH', KEYS[10], ARGV[6]) end
+
+local nextKey = 13
+if ARGV[7] ~= '' then
+  rcall('SET', KEYS[nextKey], ARGV[7], 'PX', ARGV[8])
+  nextKey = nextKey + 1
+end
+if ARGV[9] == '1' then
+  endFlight(KEYS[nextKey], key)
+  nextKey = nextKey + 1
+end
+if ARGV[10] == '1' then
+  addUsage(KEYS[nextKey], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15], ARGV[16], ARGV[17])
+end
 return 1

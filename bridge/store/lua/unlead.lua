@@ -2,6 +2,6 @@
 KEYS[1] flight:{cacheKey}  ARGV[1] job key
 ]]
 local rcall = redis.call
-local current = rcall('GET', KEYS[1])
-if current and string.match(current, '^(.*)|%d+$') == ARGV[1] then rcall('DEL', KEYS[1]) end
+--- @include "flight"
+endFlight(KEYS[1], ARGV[1])
 return 1

@@ -1,7 +1,7 @@
 // The benchmark's result document (bench/results/latest.json): what the runner measures and
 // what the report and the chart are drawn from.
 
-import type { LatencySummary } from '../device-sim/stats.js';
+import type { LatencySummary, ReplyCounts } from '../device-sim/stats.js';
 
 /** Latency as devices saw it, publish to reply, in milliseconds. */
 export type Latency = LatencySummary;
@@ -9,18 +9,13 @@ export type Latency = LatencySummary;
 /** CPU used during a step, per process, as a share of one core (2 cores busy = 2). */
 export type CpuShare = Record<string, number>;
 
-export interface StepResult {
+/** `lost`: sent, acknowledged or not, with no reply by the end of the step's wait. */
+export interface StepResult extends ReplyCounts {
   /** Offered rate, requests per second. */
   rate: number;
   durationS: number;
-  sent: number;
   /** Terminal replies received, ok or error. */
   answered: number;
-  ok: number;
-  /** Error replies by contract code. */
-  errors: Record<string, number>;
-  /** Sent, acknowledged or not, with no reply by the end of the step's wait. */
-  lost: number;
   /** Replies per second over the sending window. */
   achievedRate: number;
   latencyMs: Latency;
@@ -31,13 +26,9 @@ export interface StepResult {
   rssMb: number;
 }
 
-export interface OverloadResult {
+export interface OverloadResult extends ReplyCounts {
   rate: number;
   durationS: number;
-  sent: number;
-  ok: number;
-  errors: Record<string, number>;
-  lost: number;
   rssStartMb: number;
   rssEndMb: number;
   /** The process was still running and answering after the step. */

@@ -35,8 +35,10 @@ interface Plan {
   quick: boolean;
   /** Seconds at 1 000 and at 2 000 req/s before the first step, not recorded. */
   warmUpS: [number, number];
-  /** After a failed step: the longest wait for the replies it still owes, then a pause. */
+  /** After a failed step: the longest wait for the replies it still owes (given up after
+   * drainStallMs without one: replies owed by dropped connections never come), then a pause. */
   drainMs: number;
+  drainStallMs: number;
   settleMs: number;
   /** Replies later than this after a step's last send count as lost (a passing step needs p99 < 250 ms anyway). */
   waitMs: number;
@@ -50,8 +52,8 @@ interface Plan {
   idle: number;
 }
 
-const FULL: Omit<Plan, 'idle'> = { quick: false, warmUpS: [2, 3], drainMs: 20_000, settleMs: 1000, waitMs: 2000, stepS: 3, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 24000, 32000, 48000], bisections: 2, overloadS: 10 };
-const QUICK: Omit<Plan, 'idle'> = { quick: true, warmUpS: [0.5, 0.5], drainMs: 3000, settleMs: 200, waitMs: 1000, stepS: 1, leadS: 0.2, ladder: [1000, 4000, 16000, 32000], bisections: 1, overloadS: 1.5 };
+const FULL: Omit<Plan, 'idle'> = { quick: false, warmUpS: [2, 3], drainMs: 20_000, drainStallMs: 2000, settleMs: 1000, waitMs: 2000, stepS: 3, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 24000, 32000, 48000], bisections: 2, overloadS: 10 };
+const QUICK: Omit<Plan, 'idle'> = { quick: true, warmUpS: [0.5, 0.5], drainMs: 3000, drainStallMs: 500, settleMs: 200, waitMs: 1000, stepS: 1, leadS: 0.2, ladder: [1000, 4000, 16000, 32000], bisections: 1, overloadS: 1.5 };
 
 /** The probe after the overload step waits this long for its replies. */
 const PROBE_WAIT_MS = 2000;
@@ -97,12 +99,14 @@ async function startUpstream(): Promise<Upstream> {
   return { url, child };
 }
 
+/** 20 ms upstream × 10 000 req/s = 200 calls in flight; more only makes bursts. */
+const MAX_CONCURRENCY = '256';
+
 function bridgeEnv(upstreamUrl: string, extra: Record<string, string>): Record<string, string> {
   return {
     UPSTREAM_URL: upstreamUrl,
     // Limits a deployment of this size would set: the bench measures the bridge, not its quotas.
-    // 20 ms upstream × 10 000 req/s = 200 calls in flight; more only makes bursts.
-    MAX_CONCURRENCY: '256',
+    MAX_CONCURRENCY,
     RATE_LIMIT_RPM: '100000000',
     DEVICE_RATE_LIMIT_RPM: '1000000',
     // LOG_LEVEL stays at its default (info): per-request lines are debug, as in production.
@@ -133,6 +137,8 @@ function toStep(s: StepSummary, cpu: Record<string, number>, rss: number): StepR
 interface Sut {
   id: SystemId;
   label: string;
+  /** `broker` for the reference systems without a queue (a, h): they get no overload step. */
+  role: 'broker' | 'bridge';
   /** One process, or several instances sharing one Redis; devices are spread over them. */
   services: ServiceProcess[];
   /** Extra per-process CPU sources for this system (Redis). */
@@ -143,7 +149,7 @@ interface Sut {
 async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: number, devices: number): Promise<SystemResult> {
   const pids = sut.services.map((s) => s.child.pid!);
   const meter = new CpuMeter({
-    [sut.id === 'echo' || sut.id === 'handler' ? 'broker' : 'bridge']: () => sum(pids.map((pid) => cpuSeconds(pid))),
+    [sut.role]: () => sum(pids.map((pid) => cpuSeconds(pid))),
     generator: () => cpuSeconds('self'),
     upstream: () => cpuSeconds(upstream.child.pid!),
     ...sut.cpu,
@@ -175,7 +181,7 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
     steps.push(step);
     // A failed step leaves a backlog behind; the next must not inherit it.
     if (!step.passed) {
-      const owed = await fleet.drain(plan.drainMs, plan.quick ? 500 : 2000);
+      const owed = await fleet.drain(plan.drainMs, plan.drainStallMs);
       if (owed > 0) log(`${sut.label}: ${owed} replies owed so far will not come (dropped connections or stalled); going on`);
       await sleep(plan.settleMs);
     }
@@ -218,7 +224,7 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
       rssMb: best?.rssMb ?? rss(),
       steps,
     };
-    if (sut.id !== 'echo' && sut.id !== 'handler' && best) result.overload = await overload(pids, sut.label, fleet, best.rate * 2, plan, run);
+    if (sut.role === 'bridge' && best) result.overload = await overload(pids, rss, sut.label, fleet, best.rate * 2, plan, run);
     return result;
   } finally {
     await fleet.close();
@@ -227,17 +233,18 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
 
 async function overload(
   pids: number[],
+  rss: () => number,
   label: string,
   fleet: LoadFleet,
   rate: number,
   plan: Plan,
   run: (rate: number, durationS: number, waitMs?: number, leadS?: number) => Promise<StepSummary>,
 ): Promise<OverloadResult> {
-  const rssStartMb = sum(pids.map((pid) => rssMb(pid)));
+  const rssStartMb = rss();
   const s = await run(rate, plan.overloadS, OVERLOAD_WAIT_MS);
   endProgress();
   const alive = pids.every((pid) => isAlive(pid));
-  const rssEndMb = alive ? sum(pids.map((pid) => rssMb(pid))) : 0;
+  const rssEndMb = alive ? rss() : 0;
   // Alive is not enough: it must still answer.
   const probe = alive ? await fleet.step(100, 1, PROBE_WAIT_MS) : undefined;
   const result: OverloadResult = {
@@ -259,16 +266,16 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
   const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
   if (id === 'echo') {
     const service = await startServiceProcess({ LOG_LEVEL: 'warn' }, { script: distFile('./echo-server.js'), nodeArgs });
-    return { id, label: '(a) MQTT echo', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
+    return { id, label: '(a) MQTT echo', role: 'broker', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
   }
   if (id === 'handler') {
-    const env = { LOG_LEVEL: 'warn', UPSTREAM_URL: upstream.url, MAX_CONCURRENCY: bridgeEnv(upstream.url, {}).MAX_CONCURRENCY! };
+    const env = { LOG_LEVEL: 'warn', UPSTREAM_URL: upstream.url, MAX_CONCURRENCY };
     const service = await startServiceProcess(env, { script: distFile('./echo-server.js'), nodeArgs });
-    return { id, label: '(h) bare handler', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
+    return { id, label: '(h) bare handler', role: 'broker', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
   }
   if (id === 'memory') {
     const service = await startServiceProcess(bridgeEnv(upstream.url, {}), { nodeArgs });
-    return { id, label: '(b) bridge + memory', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
+    return { id, label: '(b) bridge + memory', role: 'bridge', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
   }
   const prefix = `bench-${randomBytes(4).toString('hex')}`;
   const env = bridgeEnv(upstream.url, { REDIS_URL: redisUrl, REDIS_PREFIX: prefix });
@@ -292,6 +299,7 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
   return {
     id,
     label: { bullmq: '(q) BullMQ bridge', redis: '(c) bridge + Redis', 'redis-x2': '(d) 2 bridges + Redis' }[id] ?? id,
+    role: 'bridge',
     services,
     cpu: { redis: () => redisCpu },
     async stop() {

@@ -1,5 +1,6 @@
 // Messages between the load coordinator (load.ts) and its worker threads (load-worker.ts).
 import type { Priority } from '../bridge/contract.js';
+import type { ReplyCounts } from './stats.js';
 
 export interface WorkerInit {
   host: string;
@@ -31,12 +32,8 @@ export type WorkerMessage =
   | { type: 'drain'; maxMs: number; stallMs: number }
   | { type: 'close' };
 
-export interface StepReport {
-  sent: number;
+export interface StepReport extends ReplyCounts {
   sendMs: number;
-  ok: number;
-  errors: Record<string, number>;
-  lost: number;
   duplicates: number;
   /** Connections the broker dropped so far (this worker, the whole run), and the first reason. */
   disconnects: number;

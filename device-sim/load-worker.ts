@@ -7,6 +7,7 @@ import { performance } from 'node:perf_hooks';
 import * as mqttPacket from 'mqtt-packet';
 import * as hdr from 'hdr-histogram-js';
 import { PRIORITIES, type Priority } from '../bridge/contract.js';
+import { encodedTopic, publishFrame, pubackFrame } from './mqtt-frames.js';
 import type { StepCommand, StepReport, WorkerInit, WorkerMessage, WorkerReply } from './load-protocol.js';
 
 const init = workerData as WorkerInit;
@@ -24,7 +25,6 @@ interface Device {
 }
 
 const enum State {
-  Unsent = 0,
   Pending = 1,
   Answered = 2,
 }
@@ -34,8 +34,9 @@ const sentAt: number[] = [];
 const priorityOf: number[] = [];
 const state: State[] = [];
 let nextSeq = 0;
-/** Sent and not yet answered, over every step so far. */
+/** Sent and not yet answered, over every step so far, and of the current step. */
 let pendingCount = 0;
+let stepPending = 0;
 
 const newHistogram = (): hdr.Histogram =>
   hdr.build({ bitBucketSize: 32, autoResize: true, numberOfSignificantValueDigits: 3, useWebAssembly: false });
@@ -92,44 +93,11 @@ function onReply(payload: Buffer): void {
   pendingCount -= 1;
   // Late replies to an earlier step are not this step's figures.
   if (seq < stepFirstSeq) return;
+  stepPending -= 1;
   const sent = sentAt[seq]!;
   if (sent >= recordFrom) tally.histograms[priorityOf[seq]!]!.recordValue(Math.max(1, Math.round((now - sent) * 1000)));
   if (ok) tally.ok += 1;
   else tally.errors[code] = (tally.errors[code] ?? 0) + 1;
-}
-
-function puback(packetId: number): Buffer {
-  return Buffer.from([0x40, 0x02, packetId >> 8, packetId & 0xff]);
-}
-
-/** A QoS 1 PUBLISH frame, built by hand: mqtt-packet's generate would cost more than the rest of a send. */
-function publishFrame(topic: Buffer, packetId: number, payload: Buffer): Buffer {
-  const remaining = topic.length + 2 + payload.length;
-  const lengthBytes: number[] = [];
-  let n = remaining;
-  do {
-    let byte = n % 128;
-    n = Math.floor(n / 128);
-    if (n > 0) byte |= 0x80;
-    lengthBytes.push(byte);
-  } while (n > 0);
-  const frame = Buffer.allocUnsafe(1 + lengthBytes.length + remaining);
-  let at = 0;
-  frame[at++] = 0x32;
-  for (const b of lengthBytes) frame[at++] = b;
-  at += topic.copy(frame, at);
-  frame[at++] = packetId >> 8;
-  frame[at++] = packetId & 0xff;
-  payload.copy(frame, at);
-  return frame;
-}
-
-function encodedTopic(topic: string): Buffer {
-  const bytes = Buffer.from(topic, 'utf8');
-  const out = Buffer.allocUnsafe(bytes.length + 2);
-  out.writeUInt16BE(bytes.length, 0);
-  bytes.copy(out, 2);
-  return out;
 }
 
 function connectDevice({ id, port: brokerPort }: { id: string; port: number }): Promise<Device> {
@@ -169,7 +137,7 @@ function connectDevice({ id, port: brokerPort }: { id: string; port: number }): 
           ready = true;
           return resolve(device);
         case 'publish':
-          if (packet.qos > 0 && packet.messageId !== undefined) socket.write(puback(packet.messageId));
+          if (packet.qos > 0 && packet.messageId !== undefined) socket.write(pubackFrame(packet.messageId));
           onReply(packet.payload as Buffer);
           return;
         default:
@@ -240,17 +208,12 @@ function sendOne(): void {
   priorityOf[seq] = priority;
   state[seq] = State.Pending;
   pendingCount += 1;
+  stepPending += 1;
   device.socket.write(publishFrame(device.topics[priority]!, device.packetId, requestPayload(`${init.tag}${seq.toString(36)}`, seq)));
 }
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function pendingSince(first: number): number {
-  let pending = 0;
-  for (let seq = first; seq < nextSeq; seq += 1) if (state[seq] === State.Pending) pending += 1;
-  return pending;
 }
 
 /** Devices a broker dropped in an earlier step come back, so each step offers its full rate. */
@@ -270,6 +233,7 @@ async function runStep(step: StepCommand): Promise<StepReport> {
   await reconnectDropped();
   tally = newTally();
   stepFirstSeq = nextSeq;
+  stepPending = 0;
   const start = performance.now();
   const end = start + step.durationMs;
   recordFrom = start + step.leadMs;
@@ -293,9 +257,9 @@ async function runStep(step: StepCommand): Promise<StepReport> {
   const sent = nextSeq - stepFirstSeq;
   const sendMs = performance.now() - start;
   const waitUntil = performance.now() + step.waitMs;
-  while (performance.now() < waitUntil && pendingSince(stepFirstSeq) > 0) await sleep(20);
+  while (performance.now() < waitUntil && stepPending > 0) await sleep(20);
   clearInterval(progress);
-  const lost = pendingSince(stepFirstSeq);
+  const lost = stepPending;
   return {
     sent,
     sendMs,

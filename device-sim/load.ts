@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import * as hdr from 'hdr-histogram-js';
 import { PRIORITIES, type Priority } from '../bridge/contract.js';
 import type { StepReport, WorkerInit, WorkerMessage, WorkerReply } from './load-protocol.js';
-import type { LatencySummary } from './stats.js';
+import type { LatencySummary, ReplyCounts } from './stats.js';
 
 export interface LoadOptions {
   host: string;
@@ -22,14 +22,9 @@ export interface LoadOptions {
   password?: string;
 }
 
-
-export interface StepSummary {
+export interface StepSummary extends ReplyCounts {
   rate: number;
   durationS: number;
-  sent: number;
-  ok: number;
-  errors: Record<string, number>;
-  lost: number;
   duplicates: number;
   /** Device connections the broker dropped since the fleet started, and the first reason. */
   disconnects: number;

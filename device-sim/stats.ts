@@ -12,13 +12,17 @@ export interface LatencySummary {
   max: number;
 }
 
-export interface Row {
+/** What requests came to; every fleet, load step and benchmark figure counts the same way. */
+export interface ReplyCounts {
   sent: number;
   ok: number;
-  /** Error replies by contract error code (plus `publish_failed` / `malformed_reply` from the sim itself). */
+  /** Error replies by contract error code (plus what the generator itself could not read). */
   errors: Record<string, number>;
-  /** No reply within the reply timeout. */
+  /** No reply within the wait. */
   lost: number;
+}
+
+export interface Row extends ReplyCounts {
   /** Over answered requests (ok and error replies); null when none was answered. */
   latencyMs: LatencySummary | null;
   /** Replies (ok + errors) per second of the run. */

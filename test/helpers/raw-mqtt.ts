@@ -2,6 +2,7 @@
 // purpose (no CONNECT, a huge announced length, withheld PUBREL, a stopped reader).
 import { connect, type Socket } from 'node:net';
 import { once } from 'node:events';
+import { encodeLength } from '../../device-sim/mqtt-frames.js';
 
 export const PacketType = {
   CONNECT: 1,
@@ -17,17 +18,7 @@ export const PacketType = {
   UNSUBACK: 11,
 } as const;
 
-/** The MQTT remaining-length varint. */
-export function encodeLength(length: number): Buffer {
-  const bytes: number[] = [];
-  do {
-    let byte = length % 128;
-    length = Math.floor(length / 128);
-    if (length > 0) byte |= 0x80;
-    bytes.push(byte);
-  } while (length > 0);
-  return Buffer.from(bytes);
-}
+export { encodeLength };
 
 const str = (s: string): Buffer => {
   const body = Buffer.from(s, 'utf8');

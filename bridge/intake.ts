@@ -130,12 +130,12 @@ export class Intake {
       cacheKey: cacheKeyOf(request, this.deps.cache, this.deps.routeOf(priority)),
     };
     const limits = { deviceRpm: this.config.deviceRateLimitRpm, queueMax: this.config.queueMax };
-    const cached = job.cacheKey === undefined ? undefined : await this.store.cacheGet(job.cacheKey, arrivalMs);
-    const answer =
-      cached && okReply(job, cached, { cached: true, attempts: 0, claimedAt: arrivalMs, upstreamMs: 0, now: this.clock() });
-    const result = answer
-      ? await this.store.admitAnswered(job, answer, limits, this.config.idempotencyTtlS, arrivalMs)
-      : await this.store.admit(job, limits, arrivalMs);
+    let result = await this.store.admit(job, limits, arrivalMs);
+    let answer: OkReply | undefined;
+    if (result.kind === 'cached') {
+      answer = okReply(job, result.answer, { cached: true, attempts: 0, claimedAt: arrivalMs, upstreamMs: 0, now: this.clock() });
+      result = await this.store.admitAnswered(job, answer, limits, this.config.idempotencyTtlS, arrivalMs);
+    }
     // Fields rather than a child logger: a child per request costs more than the debug line it serves.
     const fields = { deviceId, reqId: request.id };
     const log = this.logger;
@@ -163,6 +163,9 @@ export class Intake {
         );
       case 'queue_full':
         throw new BridgeError('queue_full', `the queue is full (QUEUE_MAX ${this.config.queueMax})`);
+      case 'cached':
+        // admitAnswered never answers `cached`.
+        throw new BridgeError('internal', 'admission answered cached twice');
     }
   }
 }

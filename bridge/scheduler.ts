@@ -9,7 +9,7 @@ import type { Logger } from './logger.js';
 import type { Results } from './results.js';
 import type { Price } from './config-file.js';
 import { answerFields, okReply } from './replies.js';
-import type { CachedAnswer, ClaimedJob, CompleteOptions, Job, Store } from './store/types.js';
+import type { CachedAnswer, ClaimedJob, CompleteOptions, FlightClaim, Job, Lead, Store } from './store/types.js';
 import { buildUpstreamBody } from './upstream/body.js';
 import type { UpstreamCall, UpstreamResult } from './upstream/client.js';
 
@@ -69,6 +69,12 @@ const LEASE_MARGIN_MS = 5000;
 
 /** What a completion records besides the reply (CompleteOptions' optional part). */
 type Bookkeeping = Pick<CompleteOptions, 'cache' | 'unlead' | 'usage'>;
+
+function nth(leads: Lead[], index: number): Lead {
+  const lead = leads[index];
+  if (!lead) throw new BridgeError('internal', 'the store answered fewer coalescing steps than it was asked');
+  return lead;
+}
 
 /** The lease was lost: the job is no longer ours, so it gets no reply from us. */
 class LeaseLost extends Error {}
@@ -185,7 +191,8 @@ export class Scheduler {
             now,
           );
           for (const job of claimed.expired) void this.expire(job);
-          for (const job of claimed.jobs) this.run(job, now);
+          const leads = this.leadAll(claimed.jobs, now);
+          claimed.jobs.forEach((job, i) => this.run(job, now, leads[i]));
           if (claimed.jobs.length === 0 && claimed.expired.length === 0) {
             if (claimed.retryAtMs !== undefined) nextWake = Math.max(1, claimed.retryAtMs - now);
             break;
@@ -201,7 +208,24 @@ export class Scheduler {
     if (this.running.size < this.config.maxConcurrency) this.wake(nextWake);
   }
 
-  private run(job: ClaimedJob, claimedAt: number): void {
+  /**
+   * The first coalescing step of every claimed job that may share its call, as one store
+   * call for the whole claim rather than one per job. Undefined for a job that never shares.
+   */
+  private leadAll(jobs: ClaimedJob[], now: number): (Promise<Lead> | undefined)[] {
+    const flights: FlightClaim[] = [];
+    for (const job of jobs) if (job.cacheKey !== undefined) flights.push({ cacheKey: job.cacheKey, jobKey: job.key });
+    if (flights.length === 0) return jobs.map(() => undefined);
+    const batch = this.store.lead(flights, this.leaseMs, now);
+    let index = 0;
+    return jobs.map((job) => {
+      if (job.cacheKey === undefined) return undefined;
+      const mine = index++;
+      return batch.then((leads) => nth(leads, mine));
+    });
+  }
+
+  private run(job: ClaimedJob, claimedAt: number, firstLead: Promise<Lead> | undefined): void {
     this.observer.claimed(job.priority, job.arrivalMs, job.request.lock !== undefined, claimedAt);
     const abort = new AbortController();
     const entry: Running = {
@@ -212,14 +236,14 @@ export class Scheduler {
       leaseLost: false,
       done: Promise.resolve(),
     };
-    entry.done = this.execute(entry, claimedAt).finally(() => {
+    entry.done = this.execute(entry, claimedAt, firstLead).finally(() => {
       this.running.delete(job.key);
       this.wake();
     });
     this.running.set(job.key, entry);
   }
 
-  private async execute(entry: Running, claimedAt: number): Promise<void> {
+  private async execute(entry: Running, claimedAt: number, firstLead: Promise<Lead> | undefined): Promise<void> {
     const { job, abort } = entry;
     const log = this.logger.child({ reqId: job.id, deviceId: job.deviceId });
     const lock = job.request.lock;
@@ -229,8 +253,8 @@ export class Scheduler {
     let leading = false;
     let bookkeeping: Bookkeeping = {};
     try {
-      if (job.cacheKey !== undefined) {
-        const shared = await this.followOrLead(entry, job.cacheKey);
+      if (job.cacheKey !== undefined && firstLead) {
+        const shared = await this.followOrLead(entry, job.cacheKey, firstLead);
         if (shared) {
           log.debug('answered by an identical request in flight');
           this.observer.coalescedAnswer();
@@ -297,14 +321,15 @@ export class Scheduler {
    * Coalescing: the first of identical requests calls the upstream; the others wait for its
    * answer in the cache (holding their leases) and lead in turn if it fails.
    */
-  private async followOrLead(entry: Running, cacheKey: string): Promise<CachedAnswer | undefined> {
+  private async followOrLead(entry: Running, cacheKey: string, firstLead: Promise<Lead>): Promise<CachedAnswer | undefined> {
     const { job } = entry;
+    let lead = await firstLead;
     for (;;) {
-      const lead = await this.store.lead(cacheKey, job.key, this.leaseMs, this.clock());
       if ('answer' in lead) return lead.answer;
       if (lead.leader === job.key) return undefined;
       await sleep(FOLLOW_POLL_MS, undefined, { signal: entry.abort.signal });
       if (entry.leaseLost) throw new LeaseLost();
+      lead = nth(await this.store.lead([{ cacheKey, jobKey: job.key }], this.leaseMs, this.clock()), 0);
     }
   }
 

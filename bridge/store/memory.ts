@@ -6,6 +6,7 @@ import { addMetric, addRecord, emptyReport, hourOf, hoursBetween } from './usage
 import type {
   CachedAnswer,
   CompleteOptions,
+  FlightClaim,
   Lead,
   UsageRecord,
   UsageReport,
@@ -78,6 +79,8 @@ export class MemoryStore implements Store {
     if (window.count(now) >= limits.deviceRpm) {
       return { kind: 'rate_limited', retryAfterMs: window.freeAt(limits.deviceRpm, now) - now };
     }
+    const answer = job.cacheKey === undefined ? undefined : this.cached(job.cacheKey, now);
+    if (answer) return { kind: 'cached', answer };
     if (this.queuedCount() >= limits.queueMax) return { kind: 'queue_full' };
 
     window.add(now, 1);
@@ -240,6 +243,10 @@ export class MemoryStore implements Store {
   }
 
   async cacheGet(cacheKey: string, now: number): Promise<CachedAnswer | undefined> {
+    return this.cached(cacheKey, now);
+  }
+
+  private cached(cacheKey: string, now: number): CachedAnswer | undefined {
     const entry = this.cache.get(cacheKey);
     return entry && entry.expiresAt > now ? entry.answer : undefined;
   }
@@ -248,13 +255,15 @@ export class MemoryStore implements Store {
     this.cache.set(cacheKey, { answer, expiresAt: now + ttlMs });
   }
 
-  async lead(cacheKey: string, jobKey: string, leaseMs: number, now: number): Promise<Lead> {
-    const answer = await this.cacheGet(cacheKey, now);
-    if (answer) return { answer };
-    const flight = this.flights.get(cacheKey);
-    if (flight && flight.jobKey !== jobKey && flight.expiresAt > now) return { leader: flight.jobKey };
-    this.flights.set(cacheKey, { jobKey, expiresAt: now + leaseMs });
-    return { leader: jobKey };
+  async lead(flights: FlightClaim[], leaseMs: number, now: number): Promise<Lead[]> {
+    return flights.map(({ cacheKey, jobKey }) => {
+      const answer = this.cached(cacheKey, now);
+      if (answer) return { answer };
+      const flight = this.flights.get(cacheKey);
+      if (flight && flight.jobKey !== jobKey && flight.expiresAt > now) return { leader: flight.jobKey };
+      this.flights.set(cacheKey, { jobKey, expiresAt: now + leaseMs });
+      return { leader: jobKey };
+    });
   }
 
   async unlead(cacheKey: string, jobKey: string): Promise<void> {

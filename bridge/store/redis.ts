@@ -9,6 +9,7 @@ import { addMetric, emptyReport, hourOf, hoursBetween, type UsageDimension, type
 import type {
   CachedAnswer,
   CompleteOptions,
+  FlightClaim,
   Lead,
   UsageRecord,
   UsageReport,
@@ -87,23 +88,21 @@ export class RedisStore implements Store {
   async admit(job: Job, limits: AdmitLimits, now: number): Promise<AdmitResult> {
     const k = this.keys;
     const { attempts: _attempts, ...data } = job;
-    const result = (await this.run(
-      scripts.admit,
-      [k.idem(job.key), k.device(job.deviceId), k.queue, k.jobs, k.place, k.deadlines, k.depth, k.seq],
-      [
-        job.key,
-        JSON.stringify(data),
-        job.score,
-        job.deadlineMs ?? '',
-        job.priority,
-        lockId(job.request.lock),
-        job.tokenEstimate,
-        limits.deviceRpm,
-        limits.queueMax,
-        now,
-        this.pendingTtlMs,
-      ],
-    )) as [string, string?];
+    const keys = [k.idem(job.key), k.device(job.deviceId), k.queue, k.jobs, k.place, k.deadlines, k.depth, k.seq];
+    if (job.cacheKey !== undefined) keys.push(k.cache(job.cacheKey));
+    const result = (await this.run(scripts.admit, keys, [
+      job.key,
+      JSON.stringify(data),
+      job.score,
+      job.deadlineMs ?? '',
+      job.priority,
+      lockId(job.request.lock),
+      job.tokenEstimate,
+      limits.deviceRpm,
+      limits.queueMax,
+      now,
+      this.pendingTtlMs,
+    ])) as [string, string?];
     return toAdmitResult(result, 'admit');
   }
 
@@ -262,14 +261,16 @@ export class RedisStore implements Store {
     await this.guard(this.redis.set(this.keys.cache(cacheKey), cacheValue(answer, ttlMs, now), 'PX', ttlMs));
   }
 
-  async lead(cacheKey: string, jobKey: string, leaseMs: number, now: number): Promise<Lead> {
-    const [kind, value] = (await this.run(
-      scripts.lead,
-      [this.keys.cache(cacheKey), this.keys.flight(cacheKey)],
-      [jobKey, leaseMs, now],
-    )) as [string, string];
-    if (kind === 'answer') return { answer: JSON.parse(value) as CachedAnswer };
-    return { leader: value };
+  async lead(flights: FlightClaim[], leaseMs: number, now: number): Promise<Lead[]> {
+    if (flights.length === 0) return [];
+    const keys: string[] = [];
+    for (const { cacheKey } of flights) keys.push(this.keys.cache(cacheKey), this.keys.flight(cacheKey));
+    const flat = (await this.run(scripts.lead, keys, [leaseMs, now, ...flights.map((f) => f.jobKey)])) as string[];
+    const leads: Lead[] = [];
+    for (let i = 0; i < flat.length; i += 2) {
+      leads.push(flat[i] === 'answer' ? { answer: JSON.parse(flat[i + 1] ?? 'null') as CachedAnswer } : { leader: flat[i + 1] ?? '' });
+    }
+    return leads;
   }
 
   async unlead(cacheKey: string, jobKey: string): Promise<void> {
@@ -316,9 +317,11 @@ export class RedisStore implements Store {
   }
 }
 
-/** An admission script's answer: its outcome, then the reply or wait where it has one. */
+/** An admission script's answer: its outcome, then the reply, wait or cache entry where it has one. */
 function toAdmitResult([kind, detail]: [string, string?], script: string): AdmitResult {
   switch (kind) {
+    case 'cached':
+      return { kind, answer: JSON.parse(detail ?? 'null') as CachedAnswer };
     case 'queued':
     case 'answered':
     case 'duplicate_pending':

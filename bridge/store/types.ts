@@ -48,6 +48,11 @@ export type AdmitResult =
   | { kind: 'duplicate_done'; reply: Reply }
   | { kind: 'rate_limited'; retryAfterMs: number }
   | { kind: 'queue_full' }
+  /**
+   * admit only, for a job with a cacheKey: the cache holds a fresh answer. Nothing was
+   * recorded; answer the request with it through admitAnswered.
+   */
+  | { kind: 'cached'; answer: CachedAnswer }
   /** admitAnswered only: the reply was recorded; publish it. */
   | { kind: 'answered' };
 
@@ -55,6 +60,12 @@ export type AdmitResult =
 export type CachedAnswer = Answer;
 
 export type Lead = { answer: CachedAnswer } | { leader: string };
+
+/** One claimed job asking to lead the upstream call for its cache key. */
+export interface FlightClaim {
+  cacheKey: string;
+  jobKey: string;
+}
 
 /** Tokens and estimated cost, as totals. */
 export interface UsageTotals {
@@ -128,7 +139,11 @@ export interface Store {
   /** Whether queued jobs outlive this process (Redis) or die with it (memory). */
   readonly durable: boolean;
 
-  /** Idempotency record + device quota + QUEUE_MAX + enqueue, as one atomic step. */
+  /**
+   * Idempotency record + device quota + QUEUE_MAX + enqueue, as one atomic step. A job with
+   * a cacheKey whose answer is cached gets `cached` instead (checked after the idempotency
+   * record and the quota, before QUEUE_MAX), so a miss costs no extra step.
+   */
   admit(job: Job, limits: AdmitLimits, now: number): Promise<AdmitResult>;
 
   /**
@@ -195,11 +210,12 @@ export interface Store {
   cacheSet(cacheKey: string, answer: CachedAnswer, ttlMs: number, now: number): Promise<void>;
 
   /**
-   * Coalescing, one step: the cached answer if there is one by now; else makes `jobKey` the
-   * one job calling the upstream for `cacheKey` unless another live job already is (for
-   * `leaseMs`), and names the leader.
+   * Coalescing, one step for any number of jobs (a claim's worth): for each, the cached
+   * answer if there is one by now; else makes its job the one calling the upstream for its
+   * cacheKey unless another live job already is (for `leaseMs`), and names the leader.
+   * Entries are handled in order, so of two identical ones the first leads.
    */
-  lead(cacheKey: string, jobKey: string, leaseMs: number, now: number): Promise<Lead>;
+  lead(flights: FlightClaim[], leaseMs: number, now: number): Promise<Lead[]>;
   /** The leader is done (its answer, if any, is in the cache). */
   unlead(cacheKey: string, jobKey: string): Promise<void>;
 

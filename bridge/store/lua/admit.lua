@@ -2,23 +2,30 @@
 KEYS[1] idem:{jobKey}  hash state (pending|done), exp (ms), reply (JSON)
 KEYS[2] dev:{deviceId} sorted set of this device's admissions (member seq, score time)
 KEYS[3] queue    KEYS[4] jobs     KEYS[5] place    KEYS[6] deadlines
-KEYS[7] depth    KEYS[8] seq
+KEYS[7] depth    KEYS[8] seq     KEYS[9] cache:{cacheKey}, only for a job with a cache key
 ARGV[1] job key  ARGV[2] job JSON  ARGV[3] score  ARGV[4] deadline ms or ''
 ARGV[5] priority ARGV[6] lockId or '-'  ARGV[7] token estimate
 ARGV[8] device requests per minute  ARGV[9] QUEUE_MAX  ARGV[10] now ms
 ARGV[11] how long a pending record may live, ms (backstop only)
 Returns {'queued'} | {'duplicate_pending'} | {'duplicate_done', reply} |
-        {'rate_limited', retryAfterMs} | {'queue_full'}
+        {'rate_limited', retryAfterMs} | {'cached', answer JSON} | {'queue_full'}
+A cached answer is checked here rather than before, so a miss (the common case) costs one
+round trip; nothing is recorded for it (admit-answered does that).
 ]]
 local rcall = redis.call
 --- @include "members"
 --- @include "queue"
 --- @include "admission"
+--- @include "cache"
 
 local key, now = ARGV[1], tonumber(ARGV[10])
 local windowMs = 60000
 local refused = screen(KEYS[1], KEYS[2], tonumber(ARGV[8]), now, windowMs)
 if refused then return refused end
+if KEYS[9] then
+  local answer = freshAnswer(KEYS[9], now)
+  if answer then return {'cached', answer} end
+end
 local waiting = 0
 for _, n in ipairs(rcall('HVALS', KEYS[7])) do waiting = waiting + tonumber(n) end
 if waiting >= tonumber(ARGV[9]) then return {'queue_full'} end

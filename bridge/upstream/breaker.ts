@@ -14,7 +14,8 @@
 //
 // The state lives behind BreakerStore: in memory for one instance, or in Redis (one Lua script,
 // store/lua/breaker.lua, the same algorithm) so every instance shares it. Both take `now` from
-// the caller, and a result is recorded only by the call it belongs to.
+// the caller, and a result is recorded only by the call it belongs to. In front of Redis, the
+// Breaker keeps the common case (closed, calls succeeding) off the store: see SYNC_MS.
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { LuaScript } from '../store/lua-script.js';
@@ -57,8 +58,21 @@ export interface Recorded {
 }
 
 export interface BreakerStore {
+  /** The state lives outside this process, shared by every instance: each call is a round trip. */
+  readonly shared: boolean;
   acquire(name: string, config: BreakerConfig, now: number): Promise<Acquired>;
-  record(name: string, config: BreakerConfig, ok: boolean, probe: string | undefined, now: number): Promise<Recorded>;
+  /**
+   * `successes`: earlier successes of calls that held no probe, applied before this outcome
+   * (only while closed, as each on its own would be), so a batch keeps the order of outcomes.
+   */
+  record(
+    name: string,
+    config: BreakerConfig,
+    ok: boolean,
+    probe: string | undefined,
+    now: number,
+    successes?: number,
+  ): Promise<Recorded>;
   /** Gives a probe back unused (the call stopped before its attempt ran). */
   release(name: string, config: BreakerConfig, probe: string, now: number): Promise<void>;
 }
@@ -90,6 +104,7 @@ interface MemoryCircuit {
 
 /** One instance's breakers. Mirrors breaker.lua step for step. */
 export class MemoryBreakerStore implements BreakerStore {
+  readonly shared = false;
   private readonly circuits = new Map<string, MemoryCircuit>();
 
   private circuit(name: string): MemoryCircuit {
@@ -114,7 +129,14 @@ export class MemoryBreakerStore implements BreakerStore {
     return { allowed: true, state: 'half-open', probe: c.probe, from };
   }
 
-  async record(name: string, config: BreakerConfig, ok: boolean, probe: string | undefined, now: number): Promise<Recorded> {
+  async record(
+    name: string,
+    config: BreakerConfig,
+    ok: boolean,
+    probe: string | undefined,
+    now: number,
+    successes = 0,
+  ): Promise<Recorded> {
     const c = this.circuit(name);
     const none = { from: undefined, reason: undefined };
     if (c.st === 'h') {
@@ -132,11 +154,13 @@ export class MemoryBreakerStore implements BreakerStore {
     }
     if (c.st === 'o') return { state: 'open', openUntil: c.until, ...none };
 
+    // The batched successes first: each resets the run of failures.
+    if (successes > 0) c.fails = 0;
     c.fails = ok ? 0 : c.fails + 1;
     const bucketMs = Math.max(1, Math.ceil(config.windowMs / BUCKETS));
     const current = Math.floor(now / bucketMs);
     const bucket = c.window.get(current) ?? [0, 0];
-    bucket[0] += 1;
+    bucket[0] += 1 + successes;
     if (!ok) bucket[1] += 1;
     c.window.set(current, bucket);
     let calls = 0;
@@ -168,6 +192,7 @@ const breakerScript = new LuaScript('breaker');
 
 /** Breakers shared by every instance on one Redis deployment prefix (key `{prefix}:breaker:{provider}`). */
 export class RedisBreakerStore implements BreakerStore {
+  readonly shared = true;
   private readonly keys;
 
   constructor(
@@ -178,15 +203,22 @@ export class RedisBreakerStore implements BreakerStore {
   }
 
   async acquire(name: string, config: BreakerConfig, now: number): Promise<Acquired> {
-    const [state, allowed, token, retryAt, from] = await this.run('acquire', name, config, now, '0', '');
+    const [state, allowed, token, retryAt, from] = await this.run('acquire', name, config, now, '0', '', 0);
     if (allowed === 1) {
       return { allowed: true, state: fromCode(state) ?? 'closed', probe: token === '' ? undefined : token, from: fromCode(from) };
     }
     return { allowed: false, state: state === 'h' ? 'half-open' : 'open', retryAt };
   }
 
-  async record(name: string, config: BreakerConfig, ok: boolean, probe: string | undefined, now: number): Promise<Recorded> {
-    const [state, , , until, from, reason] = await this.run('record', name, config, now, ok ? '1' : '0', probe ?? '');
+  async record(
+    name: string,
+    config: BreakerConfig,
+    ok: boolean,
+    probe: string | undefined,
+    now: number,
+    successes = 0,
+  ): Promise<Recorded> {
+    const [state, , , until, from, reason] = await this.run('record', name, config, now, ok ? '1' : '0', probe ?? '', successes);
     return {
       state: fromCode(state) ?? 'closed',
       from: fromCode(from),
@@ -196,7 +228,7 @@ export class RedisBreakerStore implements BreakerStore {
   }
 
   async release(name: string, config: BreakerConfig, probe: string, now: number): Promise<void> {
-    await this.run('release', name, config, now, '0', probe);
+    await this.run('release', name, config, now, '0', probe, 0);
   }
 
   private async run(
@@ -206,11 +238,12 @@ export class RedisBreakerStore implements BreakerStore {
     now: number,
     ok: string,
     probe: string,
+    successes: number,
   ): Promise<[string, number, string, number, string, string]> {
     const raw = (await breakerScript.run(
       this.redis,
       [this.keys.breaker(name)],
-      [op, now, c.cooldownMs, c.probeLeaseMs, c.consecutiveFailures, c.errorRate, c.windowMs, c.minCalls, ok, probe],
+      [op, now, c.cooldownMs, c.probeLeaseMs, c.consecutiveFailures, c.errorRate, c.windowMs, c.minCalls, ok, probe, successes],
     )) as unknown[];
     const str = (i: number): string => (raw[i] === undefined || raw[i] === null ? '' : String(raw[i]));
     return [str(0), Number(raw[1] ?? 0), str(2), Number(raw[3] ?? 0), str(4), str(5)];
@@ -228,16 +261,38 @@ export type Admission = { ok: true; permit: Permit } | { ok: false; state: 'open
 const STORE_ERROR_LOG_MS = 10_000;
 
 /**
+ * With a shared store: how long a closed circuit, as last seen from the store, is trusted
+ * without asking again, and how long successes wait to be sent in one call. Asking the store
+ * before and after every upstream call costs two round trips per call; this costs about one per
+ * SYNC_MS. The price: an instance learns up to SYNC_MS late that another one opened the circuit,
+ * and sends the provider the calls of that moment, which a cool-down of seconds dwarfs.
+ */
+export const SYNC_MS = 250;
+
+/**
  * One provider's breaker as the chain uses it: asks the store, logs every state change it
  * sees (its own or, with Redis, another instance's), and keeps the last state seen so the
  * chain can guess without a round trip. If the store fails (Redis away) the breaker lets
  * calls through: it protects the upstream, it must not become an outage of its own.
+ *
+ * With a shared store the common case stays local: while the circuit was seen closed less
+ * than `syncMs` ago, acquire asks nobody, and a success without a probe is only counted. The
+ * successes go to the store in one record within `syncMs` (a timer, or sooner with the next
+ * store call), and that answer refreshes the state seen. Everything else (a failure, a probe's
+ * result, a result while not closed) goes to the store at once, carrying the pending successes
+ * before it.
  */
 export class Breaker {
   private seen: CircuitState = 'closed';
   /** While open or half-open with the probe out: when it may admit a call again (as last seen). */
   private blockedUntil = 0;
   private lastStoreErrorLog = 0;
+  /** The clock at the store call that last answered. */
+  private syncedAt = Number.NEGATIVE_INFINITY;
+  /** Successes counted here and not sent yet (shared store only). */
+  private pending = 0;
+  private flushTimer: NodeJS.Timeout | undefined;
+  private closed = false;
 
   constructor(
     readonly name: string,
@@ -245,6 +300,7 @@ export class Breaker {
     readonly config: BreakerConfig,
     private readonly logger: Logger,
     private readonly clock: () => number = Date.now,
+    private readonly syncMs = SYNC_MS,
   ) {}
 
   /** The state last seen. */
@@ -259,6 +315,9 @@ export class Breaker {
 
   async acquire(): Promise<Admission> {
     const now = this.clock();
+    // Sending the successes brings the state back too: when it is closed, no acquire is needed.
+    if (this.pending > 0 && !this.knownClosed(now)) await this.flush(now);
+    if (this.knownClosed(now)) return { ok: true, permit: { probe: undefined } };
     let acquired: Acquired;
     try {
       acquired = await this.store.acquire(this.name, this.config, now);
@@ -266,6 +325,7 @@ export class Breaker {
       this.storeFailed(err, 'acquire');
       return { ok: true, permit: { probe: undefined } };
     }
+    this.syncedAt = now;
     if (!acquired.allowed) {
       this.blockedUntil = acquired.retryAt;
       this.observe(acquired.state, undefined, undefined);
@@ -281,17 +341,17 @@ export class Breaker {
   }
 
   async record(permit: Permit, ok: boolean, detail?: string): Promise<void> {
-    const now = this.clock();
-    let recorded: Recorded;
-    try {
-      recorded = await this.store.record(this.name, this.config, ok, permit.probe, now);
-    } catch (err) {
-      this.storeFailed(err, 'record');
+    if (this.store.shared && ok && permit.probe === undefined && this.seen === 'closed') {
+      this.pending += 1;
+      if (this.flushTimer === undefined && !this.closed) {
+        this.flushTimer = setTimeout(() => {
+          void this.flush(this.clock());
+        }, this.syncMs);
+        this.flushTimer.unref();
+      }
       return;
     }
-    if (recorded.openUntil !== undefined) this.blockedUntil = recorded.openUntil;
-    const reason = recorded.reason === undefined ? undefined : detail ? `${recorded.reason}; last: ${detail}` : recorded.reason;
-    this.observe(recorded.state, recorded.from, reason);
+    await this.send(this.clock(), ok, permit.probe, this.takePending(), detail);
   }
 
   /** Gives an unused probe back so another caller may probe at once. */
@@ -302,6 +362,45 @@ export class Breaker {
     } catch (err) {
       this.storeFailed(err, 'release');
     }
+  }
+
+  /** Stops the flush timer. Successes not sent yet are dropped: they only fill the error-rate window. */
+  close(): void {
+    this.closed = true;
+    this.takePending();
+  }
+
+  /** Closed as seen from the shared store less than syncMs ago. */
+  private knownClosed(now: number): boolean {
+    return this.store.shared && this.seen === 'closed' && now - this.syncedAt < this.syncMs;
+  }
+
+  private async flush(now: number): Promise<void> {
+    const successes = this.takePending();
+    // The latest success is the outcome recorded; the ones before it ride along.
+    if (successes > 0) await this.send(now, true, undefined, successes - 1, undefined);
+  }
+
+  private takePending(): number {
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    const successes = this.pending;
+    this.pending = 0;
+    return successes;
+  }
+
+  private async send(now: number, ok: boolean, probe: string | undefined, successes: number, detail: string | undefined): Promise<void> {
+    let recorded: Recorded;
+    try {
+      recorded = await this.store.record(this.name, this.config, ok, probe, now, successes);
+    } catch (err) {
+      this.storeFailed(err, 'record');
+      return;
+    }
+    this.syncedAt = now;
+    if (recorded.openUntil !== undefined) this.blockedUntil = recorded.openUntil;
+    const reason = recorded.reason === undefined ? undefined : detail ? `${recorded.reason}; last: ${detail}` : recorded.reason;
+    this.observe(recorded.state, recorded.from, reason);
   }
 
   private observe(state: CircuitState, from: CircuitState | undefined, reason: string | undefined): void {

@@ -422,6 +422,7 @@ export class ProviderChain {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    for (const m of this.members) m.breaker?.close();
     await Promise.all(this.members.map((m) => m.provider.close()));
   }
 

@@ -5,6 +5,8 @@ ARGV[1] op: acquire | record | release      ARGV[2] now ms
 ARGV[3] cooldown ms   ARGV[4] probe lease ms
 ARGV[5] consecutive failures   ARGV[6] error rate (0..1)   ARGV[7] window ms   ARGV[8] min calls
 ARGV[9] ok 1|0 (record)        ARGV[10] probe token ('' = the call holds no probe)
+ARGV[11] successes (record): earlier successes an instance counted locally while closed and
+sends with this outcome, applied before it so the order of outcomes is kept
 Fields: st c|o|h · until (open until) · probe (token) · pu (probe lease until) · fails
 (consecutive) · gen (probe counter) · wc:<bucket> / wf:<bucket> calls / failures per bucket
 Returns {state c|o|h, allowed 1|0, probe token, retryAt or openUntil, from state or '', reason}
@@ -76,12 +78,16 @@ if st == 'o' then
   return {'o', 1, '', tonumber(rcall('HGET', key, 'until') or '0'), '', ''}
 end
 
--- closed: count the attempt
-local fails = 0
-if ok then rcall('HSET', key, 'fails', '0') else fails = rcall('HINCRBY', key, 'fails', 1) end
+-- closed: count the batched successes, then the attempt. (Open or half-open, the successes
+-- said nothing, like any result of a call without the probe.) Applied at once, they must leave
+-- what that many single records would: each resets the run of failures.
+local successes = tonumber(ARGV[11])
 local bucketMs = math.max(1, math.ceil(window / BUCKETS))
 local current = math.floor(now / bucketMs)
-rcall('HINCRBY', key, 'wc:' .. ms(current), 1)
+if successes > 0 then rcall('HSET', key, 'fails', '0') end
+local fails = 0
+if ok then rcall('HSET', key, 'fails', '0') else fails = rcall('HINCRBY', key, 'fails', 1) end
+rcall('HINCRBY', key, 'wc:' .. ms(current), 1 + successes)
 if not ok then rcall('HINCRBY', key, 'wf:' .. ms(current), 1) end
 local calls, failed = 0, 0
 local all = rcall('HGETALL', key)

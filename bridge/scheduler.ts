@@ -76,6 +76,12 @@ function nth(leads: Lead[], index: number): Lead {
   return lead;
 }
 
+/**
+ * A job's logger, made on first use: a pino child per job costs more (its bindings are
+ * serialised and redacted) than the lines most jobs write, which are debug lines, off by default.
+ */
+type JobLog = () => Logger;
+
 /** The lease was lost: the job is no longer ours, so it gets no reply from us. */
 class LeaseLost extends Error {}
 
@@ -102,6 +108,8 @@ export class Scheduler {
   private wakeAt = 0;
   private renewTimer: NodeJS.Timeout | undefined;
   private reapTimer: NodeJS.Timeout | undefined;
+  /** Read once: per-request debug lines are skipped without building their logger. */
+  private readonly debugLines: boolean;
 
   constructor(
     private readonly config: SchedulerConfig,
@@ -114,6 +122,12 @@ export class Scheduler {
     private readonly observer: SchedulerObserver = NO_OBSERVER,
   ) {
     this.leaseMs = config.upstreamTimeoutMs + LEASE_MARGIN_MS;
+    this.debugLines = logger.isLevelEnabled('debug');
+  }
+
+  private jobLog(job: Job): JobLog {
+    let child: Logger | undefined;
+    return () => (child ??= this.logger.child({ reqId: job.id, deviceId: job.deviceId }));
   }
 
   start(): void {
@@ -245,9 +259,9 @@ export class Scheduler {
 
   private async execute(entry: Running, claimedAt: number, firstLead: Promise<Lead> | undefined): Promise<void> {
     const { job, abort } = entry;
-    const log = this.logger.child({ reqId: job.id, deviceId: job.deviceId });
+    const log = this.jobLog(job);
     const lock = job.request.lock;
-    if (lock !== undefined) log.info({ lock, fence: job.fence }, 'lock granted');
+    if (lock !== undefined) log().info({ lock, fence: job.fence }, 'lock granted');
     let reply: Reply;
     let deadLetter = false;
     let leading = false;
@@ -256,7 +270,7 @@ export class Scheduler {
       if (job.cacheKey !== undefined && firstLead) {
         const shared = await this.followOrLead(entry, job.cacheKey, firstLead);
         if (shared) {
-          log.debug('answered by an identical request in flight');
+          if (this.debugLines) log().debug('answered by an identical request in flight');
           this.observer.coalescedAnswer();
           const facts = { cached: true, attempts: 0, claimedAt, upstreamMs: 0, now: this.clock() };
           await this.finish(job, okReply(job, shared, facts), false, log, abort.signal);
@@ -279,7 +293,7 @@ export class Scheduler {
         beforeAttempt: (attempt) => this.beforeAttempt(entry, attempt),
         onRateLimited: (retryAfterMs) => {
           this.store.pauseUpstream(this.clock() + retryAfterMs).catch((err: unknown) => {
-            log.warn({ err }, 'could not pause the upstream for the fleet');
+            log().warn({ err }, 'could not pause the upstream for the fleet');
           });
         },
         signal: abort.signal,
@@ -293,7 +307,7 @@ export class Scheduler {
         now: this.clock(),
       });
       bookkeeping = await this.afterAnswer(entry, result, log);
-      log.debug({ attempts: reply.attempts, upstreamMs: result.upstreamMs }, 'request answered');
+      if (this.debugLines) log().debug({ attempts: reply.attempts, upstreamMs: result.upstreamMs }, 'request answered');
     } catch (err) {
       const gone = err instanceof LeaseLost || abort.signal.aborted;
       if (gone && leading && job.cacheKey !== undefined) {
@@ -301,14 +315,14 @@ export class Scheduler {
         await this.store.unlead(job.cacheKey, job.key).catch(() => undefined);
       }
       if (err instanceof LeaseLost) {
-        log.warn('lease lost before an attempt could start: the job is left to whoever holds it now');
+        log().warn('lease lost before an attempt could start: the job is left to whoever holds it now');
         return;
       }
       if (abort.signal.aborted) return; // shutdown: released to the queue by stop()
       const error = toBridgeError(err);
       deadLetter = DEAD_LETTER_CODES.has(error.code);
-      if (error.code === 'internal') log.error({ err }, 'request failed');
-      else log.warn({ code: error.code }, `request failed: ${error.message}`);
+      if (error.code === 'internal') log().error({ err }, 'request failed');
+      else log().warn({ code: error.code }, `request failed: ${error.message}`);
       reply = errorReply(job.id, error, job.priority);
     }
     // Identical requests waiting on this one find the answer in the cache once the completion
@@ -337,7 +351,7 @@ export class Scheduler {
    * Bookkeeping of an upstream answer: the real token count now (it frees TPM budget); the
    * cache entry and usage with the completion, in the same store call.
    */
-  private async afterAnswer(entry: Running, result: UpstreamResult, log: Logger): Promise<Bookkeeping> {
+  private async afterAnswer(entry: Running, result: UpstreamResult, log: JobLog): Promise<Bookkeeping> {
     const { job } = entry;
     const bookkeeping: Bookkeeping = {};
     if (job.cacheKey !== undefined) {
@@ -352,7 +366,7 @@ export class Scheduler {
       if (this.config.rateLimitTpm !== undefined) {
         // Never at the cost of the device's answer.
         await this.store.settleTokens(entry.callId, result.usage.total_tokens).catch((err: unknown) => {
-          log.warn({ err }, 'could not settle the call\'s tokens');
+          log().warn({ err }, 'could not settle the call\'s tokens');
         });
       }
     }
@@ -383,8 +397,8 @@ export class Scheduler {
   }
 
   private async expire(job: Job): Promise<void> {
-    const log = this.logger.child({ reqId: job.id, deviceId: job.deviceId });
-    log.info('request expired in the queue');
+    const log = this.jobLog(job);
+    log().info('request expired in the queue');
     const reply = errorReply(job.id, new BridgeError('expired', 'ttl_ms passed before an upstream call could start'), job.priority);
     await this.finish(job, reply, false, log);
   }
@@ -398,28 +412,28 @@ export class Scheduler {
     job: Job,
     reply: Reply,
     deadLetter: boolean,
-    log: Logger,
+    log: JobLog,
     signal: AbortSignal = this.stopped.signal,
     bookkeeping: Bookkeeping = {},
   ): Promise<void> {
     try {
       await this.results.send(job.deviceId, reply);
     } catch (err) {
-      log.error({ err }, 'could not publish the reply; the job runs again when its lease expires');
+      log().error({ err }, 'could not publish the reply; the job runs again when its lease expires');
       if (bookkeeping.unlead !== undefined) await this.store.unlead(bookkeeping.unlead, job.key).catch(() => undefined);
       return;
     }
     for (let retry = 0; ; retry += 1) {
       try {
         await this.store.complete(job, reply, { ttlS: this.config.idempotencyTtlS, deadLetter, ...bookkeeping }, this.clock());
-        if (retry > 0) log.info({ retries: retry }, 'completion recorded after the store came back');
+        if (retry > 0) log().info({ retries: retry }, 'completion recorded after the store came back');
         return;
       } catch (err) {
         if (!(err instanceof BridgeError && err.code === 'unavailable') || signal.aborted) {
-          log.error({ err }, 'could not record the reply');
+          log().error({ err }, 'could not record the reply');
           return;
         }
-        if (retry === 0) log.warn({ err: err.message }, 'store unavailable: retrying the completion until it is back');
+        if (retry === 0) log().warn({ err: err.message }, 'store unavailable: retrying the completion until it is back');
         await sleep(Math.min(250 * 2 ** retry, STORE_RETRY_MS * 5), undefined, { signal }).catch(() => undefined);
       }
     }
@@ -450,7 +464,7 @@ export class Scheduler {
     try {
       const exhausted = await this.store.reap(this.config.maxAttempts, this.clock());
       for (const job of exhausted) {
-        const log = this.logger.child({ reqId: job.id, deviceId: job.deviceId });
+        const log = this.jobLog(job);
         const error = new BridgeError('upstream_error', `gave up after ${job.attempts} attempts whose holders stopped`);
         await this.finish(job, errorReply(job.id, error, job.priority), true, log);
       }

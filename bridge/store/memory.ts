@@ -69,7 +69,7 @@ export class MemoryStore implements Store {
   private readonly usageByHour = new Map<number, UsageReport>();
   private admissions = 0;
 
-  async admit(job: Job, limits: AdmitLimits, now: number): Promise<AdmitResult> {
+  async admit(job: Job, limits: AdmitLimits, now: number, claim?: ClaimOptions): Promise<AdmitResult> {
     const record = this.records.get(job.key);
     if (record?.state === 'pending') return { kind: 'duplicate_pending' };
     if (record?.state === 'done' && record.expiresAt > now) return { kind: 'duplicate_done', reply: record.reply };
@@ -86,10 +86,19 @@ export class MemoryStore implements Store {
     window.add(now, 1);
     this.records.set(job.key, { state: 'pending' });
     this.enqueue({ job, seq: this.seq++ });
-    return { kind: 'queued' };
+    if (!claim) return { kind: 'queued' };
+    const claimed = this.claimNow(claim, now);
+    const { cacheKey } = job;
+    const taken = claimed.jobs.some((j) => j.key === job.key);
+    const lead = taken && cacheKey !== undefined ? this.leadNow(cacheKey, job.key, claim.leaseMs, now) : undefined;
+    return { kind: 'queued', along: { claim: claimed, lead } };
   }
 
   async claim(options: ClaimOptions, now: number): Promise<ClaimResult> {
+    return this.claimNow(options, now);
+  }
+
+  private claimNow(options: ClaimOptions, now: number): ClaimResult {
     const jobs: ClaimedJob[] = [];
     const expired: Job[] = [];
     let retryAtMs: number | undefined;
@@ -256,14 +265,16 @@ export class MemoryStore implements Store {
   }
 
   async lead(flights: FlightClaim[], leaseMs: number, now: number): Promise<Lead[]> {
-    return flights.map(({ cacheKey, jobKey }) => {
-      const answer = this.cached(cacheKey, now);
-      if (answer) return { answer };
-      const flight = this.flights.get(cacheKey);
-      if (flight && flight.jobKey !== jobKey && flight.expiresAt > now) return { leader: flight.jobKey };
-      this.flights.set(cacheKey, { jobKey, expiresAt: now + leaseMs });
-      return { leader: jobKey };
-    });
+    return flights.map(({ cacheKey, jobKey }) => this.leadNow(cacheKey, jobKey, leaseMs, now));
+  }
+
+  private leadNow(cacheKey: string, jobKey: string, leaseMs: number, now: number): Lead {
+    const answer = this.cached(cacheKey, now);
+    if (answer) return { answer };
+    const flight = this.flights.get(cacheKey);
+    if (flight && flight.jobKey !== jobKey && flight.expiresAt > now) return { leader: flight.jobKey };
+    this.flights.set(cacheKey, { jobKey, expiresAt: now + leaseMs });
+    return { leader: jobKey };
   }
 
   async unlead(cacheKey: string, jobKey: string): Promise<void> {

@@ -85,12 +85,12 @@ export class RedisStore implements Store {
     this.pendingTtlMs = options.pendingTtlMs ?? 7 * 24 * 3600 * 1000;
   }
 
-  async admit(job: Job, limits: AdmitLimits, now: number): Promise<AdmitResult> {
+  async admit(job: Job, limits: AdmitLimits, now: number, claim?: ClaimOptions): Promise<AdmitResult> {
     const k = this.keys;
     const { attempts: _attempts, ...data } = job;
     const keys = [k.idem(job.key), k.device(job.deviceId), k.queue, k.jobs, k.place, k.deadlines, k.depth, k.seq];
-    if (job.cacheKey !== undefined) keys.push(k.cache(job.cacheKey));
-    const result = (await this.run(scripts.admit, keys, [
+    if (job.cacheKey !== undefined) keys.push(k.cache(job.cacheKey), k.flight(job.cacheKey));
+    const args: LuaArg[] = [
       job.key,
       JSON.stringify(data),
       job.score,
@@ -102,8 +102,24 @@ export class RedisStore implements Store {
       limits.queueMax,
       now,
       this.pendingTtlMs,
-    ])) as [string, string?];
-    return toAdmitResult(result, 'admit');
+      job.cacheKey === undefined ? '0' : '1',
+    ];
+    if (claim) {
+      keys.push(k.parked, k.attempts, k.leases, k.owners, k.locks, k.fences, k.calls, k.callTokens, k.pause);
+      args.push(claim.owner, claim.max, claim.leaseMs, claim.rpm, claim.tpm ?? '', WINDOW_MS);
+    } else {
+      args.push('');
+    }
+    const result = (await this.run(scripts.admit, keys, args)) as [string, ...unknown[]];
+    if (result[0] !== 'queued' || !claim) return toAdmitResult(result as [string, string?], 'admit');
+    const [, claimed, expired, retryAt, leadKind, leadValue] = result as [string, string[], string[], string, string, string];
+    return {
+      kind: 'queued',
+      along: {
+        claim: toClaimResult(claimed, expired, retryAt, claim.owner),
+        lead: leadKind === 'leader' ? { leader: leadValue } : undefined,
+      },
+    };
   }
 
   async claim(options: ClaimOptions, now: number): Promise<ClaimResult> {
@@ -116,17 +132,7 @@ export class RedisStore implements Store {
       ],
       [options.owner, options.max, options.leaseMs, options.rpm, options.tpm ?? '', now, WINDOW_MS],
     )) as [string[], string[], string];
-    const jobs: ClaimedJob[] = [];
-    for (let i = 0; i < claimed.length; i += 4) {
-      const fence = claimed[i + 2];
-      jobs.push({
-        ...toJob(claimed[i], claimed[i + 1]),
-        owner: options.owner,
-        fence: fence ? Number(fence) : undefined,
-        callId: claimed[i + 3] ?? '',
-      });
-    }
-    return { jobs, expired: toJobs(expired), retryAtMs: retryAt === '' ? undefined : Number(retryAt) };
+    return toClaimResult(claimed, expired, retryAt, options.owner);
   }
 
   async takeRate(tokens: number, rpm: number, tpm: number | undefined, now: number): Promise<RateTake> {
@@ -341,6 +347,16 @@ function readCached(raw: string | null, now: number): CachedAnswer | undefined {
   if (raw === null) return undefined;
   const bar = raw.indexOf('|');
   return Number(raw.slice(0, bar)) > now ? (JSON.parse(raw.slice(bar + 1)) as CachedAnswer) : undefined;
+}
+
+/** claim.lua's answer (also admit.lua's, after a claim). */
+function toClaimResult(claimed: string[], expired: string[], retryAt: string, owner: string): ClaimResult {
+  const jobs: ClaimedJob[] = [];
+  for (let i = 0; i < claimed.length; i += 4) {
+    const fence = claimed[i + 2];
+    jobs.push({ ...toJob(claimed[i], claimed[i + 1]), owner, fence: fence ? Number(fence) : undefined, callId: claimed[i + 3] ?? '' });
+  }
+  return { jobs, expired: toJobs(expired), retryAtMs: retryAt === '' ? undefined : Number(retryAt) };
 }
 
 function toJob(data: string | undefined, attempts: string | undefined): Job {

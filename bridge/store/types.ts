@@ -40,8 +40,19 @@ export interface AdmitLimits {
   queueMax: number;
 }
 
+/** What an admission that carried a claim brings back. */
+export interface ClaimAlong {
+  claim: ClaimResult;
+  /**
+   * The admitted job's first coalescing step, when the claim took it and it may share its
+   * call (no cached answer exists then: admission looked); undefined otherwise.
+   */
+  lead: Lead | undefined;
+}
+
 export type AdmitResult =
-  | { kind: 'queued' }
+  /** `along`: present when admit was asked to claim. */
+  | { kind: 'queued'; along?: ClaimAlong }
   /** Same (deviceId, id) queued or in flight: the one reply at its end answers both. */
   | { kind: 'duplicate_pending' }
   /** Same (deviceId, id) already answered: publish this stored reply again. */
@@ -143,8 +154,11 @@ export interface Store {
    * Idempotency record + device quota + QUEUE_MAX + enqueue, as one atomic step. A job with
    * a cacheKey whose answer is cached gets `cached` instead (checked after the idempotency
    * record and the quota, before QUEUE_MAX), so a miss costs no extra step.
+   * With `claim`, a queued job is followed by a claim as claim() would make it (the best jobs,
+   * not necessarily this one) in the same step, and the admitted job's first lead() if the
+   * claim took it: an idle instance answers a request with one store call less.
    */
-  admit(job: Job, limits: AdmitLimits, now: number): Promise<AdmitResult>;
+  admit(job: Job, limits: AdmitLimits, now: number, claim?: ClaimOptions): Promise<AdmitResult>;
 
   /**
    * Best jobs by score whose lock is free, each taking one upstream rate token, leased to

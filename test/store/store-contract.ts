@@ -77,6 +77,9 @@ const errorReply = (job: Job, code: 'expired' | 'upstream_error'): Reply => ({
 /** A base time near the real clock, on a whole minute so window arithmetic reads plainly. */
 const baseTime = (): number => Math.floor(Date.now() / MINUTE) * MINUTE;
 
+const leadOneOf = async (store: Store, cacheKey: string, key: string, now: number): Promise<Lead | undefined> =>
+  (await store.lead([{ cacheKey, jobKey: key }], LEASE, now))[0];
+
 const claimOpts = (o: Partial<ClaimOptions> = {}): ClaimOptions => ({
   owner: 'worker-1',
   max: 10,
@@ -297,6 +300,67 @@ export function describeStoreContract(
         expect(await store.admit(makeJob({ deviceId: 'cam-1', id: 'd', priority: 'normal', arrivalMs: t + 5 }), limits, t + 5)).toEqual({
           kind: 'queue_full',
         });
+      });
+    });
+
+    // --- admission with a claim along ---------------------------------------------------
+
+    describe('admission with a claim along', () => {
+      it('claims right after enqueueing: the admitted job when it is the best, leased as claim() would', async () => {
+        const store = await open();
+        const t = baseTime();
+        const job = makeJob({ deviceId: 'd1', id: 'a', priority: 'normal', arrivalMs: t });
+        const result = await store.admit(job, LIMITS, t, claimOpts({ owner: 'me', max: 4 }));
+        if (result.kind !== 'queued' || !result.along) throw new Error(`expected queued with a claim, got ${JSON.stringify(result)}`);
+        expect(ids(result.along.claim.jobs)).toEqual(['a']);
+        const held = result.along.claim.jobs[0] as ClaimedJob;
+        sameJob(held, job);
+        expect(held.owner).toBe('me');
+        expect(result.along.lead).toBeUndefined(); // no cache key: it never shares its call
+        expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+        expect(await store.renew('me', ['d1/a'], LEASE, t + 1)).toEqual([true]);
+        expect(await store.claim(claimOpts(), t + 2)).toEqual({ jobs: [], expired: [], retryAtMs: undefined });
+        // Without a claim, admission stays as it was.
+        expect(await store.admit(makeJob({ deviceId: 'd1', id: 'b', priority: 'normal', arrivalMs: t }), LIMITS, t + 3)).toEqual({ kind: 'queued' });
+      });
+
+      it('takes the best jobs, not necessarily the admitted one', async () => {
+        const store = await open();
+        const t = baseTime();
+        const critical = makeJob({ deviceId: 'd1', id: 'c', priority: 'critical', arrivalMs: t });
+        await admitAll(store, [critical], t);
+        const low = { ...makeJob({ deviceId: 'd3', id: 'l', priority: 'low', arrivalMs: t + 10 }), cacheKey: 'k-low' };
+        const result = await store.admit(low, LIMITS, t + 10, claimOpts({ owner: 'me', max: 1 }));
+        if (result.kind !== 'queued' || !result.along) throw new Error('expected queued with a claim');
+        expect(ids(result.along.claim.jobs)).toEqual(['c']);
+        expect(result.along.lead).toBeUndefined(); // the admitted job was not claimed
+        expect(ids((await store.claim(claimOpts({ max: 5 }), t + 11)).jobs)).toEqual(['l']);
+      });
+
+      it("gives the admitted job its first coalescing step when the claim took it", async () => {
+        const store = await open();
+        const t = baseTime();
+        const first = { ...makeJob({ deviceId: 'd1', id: 'x', priority: 'normal', arrivalMs: t }), cacheKey: 'same' };
+        const r1 = await store.admit(first, LIMITS, t, claimOpts({ owner: 'me' }));
+        expect(r1.kind === 'queued' && r1.along?.lead).toEqual({ leader: 'd1/x' });
+        const second = { ...makeJob({ deviceId: 'd2', id: 'y', priority: 'normal', arrivalMs: t + 1 }), cacheKey: 'same' };
+        const r2 = await store.admit(second, LIMITS, t + 1, claimOpts({ owner: 'me' }));
+        expect(r2.kind === 'queued' && r2.along?.lead).toEqual({ leader: 'd1/x' }); // it follows the first
+        expect(await leadOneOf(store, 'same', 'd3/z', t + 2)).toEqual({ leader: 'd1/x' });
+      });
+
+      it('claims nothing past the upstream rate budget and says when to retry; refusals claim nothing', async () => {
+        const store = await open();
+        const t = baseTime();
+        await admitAll(store, [makeJob({ deviceId: 'd1', id: 'first', priority: 'normal', arrivalMs: t })], t);
+        expect(ids((await store.claim(claimOpts({ rpm: 1 }), t + 1)).jobs)).toEqual(['first']);
+        const job = makeJob({ deviceId: 'd2', id: 'second', priority: 'normal', arrivalMs: t + 2 });
+        const result = await store.admit(job, LIMITS, t + 2, claimOpts({ rpm: 1 }));
+        if (result.kind !== 'queued' || !result.along) throw new Error('expected queued with a claim');
+        expect(result.along.claim.jobs).toEqual([]);
+        expect(result.along.claim.retryAtMs).toBe(t + 1 + 60_000);
+        expect(await store.admit(job, LIMITS, t + 3, claimOpts())).toEqual({ kind: 'duplicate_pending' });
+        expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 1, low: 0 });
       });
     });
 

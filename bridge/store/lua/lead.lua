@@ -9,30 +9,18 @@ Returns, flat, per job: 'answer', answer JSON | 'leader', the leader's job key.
 ]]
 local rcall = redis.call
 --- @include "cache"
+--- @include "flight"
 
 local leaseMs, now = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {}
 for i = 1, #ARGV - 2 do
-  local kCache, kFlight, jobKey = KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 + i]
-  local answer = freshAnswer(kCache, now)
-  local leader = nil
-  if not answer then
-    local current = rcall('GET', kFlight)
-    if current then
-      local holder, expires = string.match(current, '^(.*)|(%d+)$')
-      if holder ~= jobKey and tonumber(expires) > now then leader = holder end
-    end
-    if not leader then
-      rcall('SET', kFlight, jobKey .. '|' .. tostring(now + leaseMs), 'PX', leaseMs + 60000)
-      leader = jobKey
-    end
-  end
+  local answer = freshAnswer(KEYS[2 * i - 1], now)
   if answer then
     out[#out + 1] = 'answer'
     out[#out + 1] = answer
   else
     out[#out + 1] = 'leader'
-    out[#out + 1] = leader
+    out[#out + 1] = takeFlight(KEYS[2 * i], ARGV[2 + i], leaseMs, now)
   end
 end
 return out

@@ -127,7 +127,7 @@ export async function startBridge(
       defaultEmbeddingModel: embeddingModel,
     },
     routeOf: (priority) => JSON.stringify(routing[priority] ?? null),
-    onQueued: () => scheduler.wake(),
+    dispatch: scheduler,
   });
 
   let stopping = false;

@@ -9,12 +9,26 @@ import type { Logger } from './logger.js';
 import type { LoadShedder } from './overload.js';
 import type { Results } from './results.js';
 import { okReply } from './replies.js';
-import { jobKey, type Job, type Store } from './store/types.js';
+import { jobKey, type AdmitResult, type ClaimAlong, type ClaimOptions, type Job, type Store } from './store/types.js';
 
 export type IntakeConfig = Pick<
   Config,
   'maxPayloadBytes' | 'deviceRateLimitRpm' | 'queueMax' | 'priorityOffsetsMs' | 'idempotencyTtlS'
 >;
+
+/**
+ * How admission hands work to the scheduler: an admission carries a claim for this
+ * instance's free slots, so a request arriving at an idle instance is claimed in the same
+ * store call that queues it.
+ */
+export interface Dispatch {
+  /** Claim options to carry, reserving free slots until adopt(); undefined when none are free. */
+  claimAlong(): ClaimOptions | undefined;
+  /** The admission ended; `along` is what its claim brought, if it queued anything. */
+  adopt(claim: ClaimOptions, along: ClaimAlong | undefined, jobKey: string): void;
+  /** A request was queued without a claim: the scheduler may claim it. */
+  wake(): void;
+}
 
 export type IntakeOutcome = 'queued' | 'cached' | 'duplicate' | 'rejected';
 
@@ -28,8 +42,8 @@ export interface IntakeDeps {
   shedder: LoadShedder;
   /** Where routing sends a priority class, so differently routed requests never share answers. */
   routeOf: (priority: Priority) => string;
-  /** A request was queued: the scheduler may claim it. */
-  onQueued: () => void;
+  /** The scheduler's part in admission (Scheduler implements it). */
+  dispatch: Dispatch;
   clock?: () => number;
 }
 
@@ -130,7 +144,14 @@ export class Intake {
       cacheKey: cacheKeyOf(request, this.deps.cache, this.deps.routeOf(priority)),
     };
     const limits = { deviceRpm: this.config.deviceRateLimitRpm, queueMax: this.config.queueMax };
-    let result = await this.store.admit(job, limits, arrivalMs);
+    const { dispatch } = this.deps;
+    const claim = dispatch.claimAlong();
+    let result: AdmitResult | undefined;
+    try {
+      result = await this.store.admit(job, limits, arrivalMs, claim);
+    } finally {
+      if (claim) dispatch.adopt(claim, result?.kind === 'queued' ? result.along : undefined, job.key);
+    }
     let answer: OkReply | undefined;
     if (result.kind === 'cached') {
       answer = okReply(job, result.answer, { cached: true, attempts: 0, claimedAt: arrivalMs, upstreamMs: 0, now: this.clock() });
@@ -142,7 +163,7 @@ export class Intake {
     switch (result.kind) {
       case 'queued':
         log.debug({ ...fields, priority }, 'request queued');
-        this.deps.onQueued();
+        if (!claim) dispatch.wake();
         return 'queued';
       case 'answered':
         log.debug({ ...fields, priority }, 'request answered from the cache');

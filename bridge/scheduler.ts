@@ -9,7 +9,7 @@ import type { Logger } from './logger.js';
 import type { Results } from './results.js';
 import type { Price } from './config-file.js';
 import { answerFields, okReply } from './replies.js';
-import type { CachedAnswer, ClaimedJob, CompleteOptions, FlightClaim, Job, Lead, Store } from './store/types.js';
+import type { CachedAnswer, ClaimAlong, ClaimedJob, ClaimOptions, ClaimResult, CompleteOptions, FlightClaim, Job, Lead, Store } from './store/types.js';
 import { buildUpstreamBody } from './upstream/body.js';
 import type { UpstreamCall, UpstreamResult } from './upstream/client.js';
 
@@ -58,6 +58,11 @@ export interface Upstream {
 
 /** Terminal failures worth an operator's look; the rest are the device's own doing. */
 const DEAD_LETTER_CODES = new Set(['upstream_error', 'upstream_timeout', 'internal']);
+/**
+ * Most free slots one admission reserves for the claim it carries: enough to take a burst
+ * in one step, while other admissions in flight at the same moment can still carry theirs.
+ */
+const CLAIM_ALONG_MAX = 16;
 /** Idle poll: other instances (Redis) admit jobs this one is not told about. */
 const IDLE_POLL_MS = 100;
 const REAP_EVERY_MS = 2000;
@@ -104,6 +109,16 @@ export class Scheduler {
   private readonly stopped = new AbortController();
   private pumping = false;
   private pumpAgain = false;
+  /** Slots reserved by admissions carrying a claim (claimAlong → adopt). */
+  private reserved = 0;
+  /** A pump found every free slot reserved: pump again when the reservation ends. */
+  private deferred = false;
+  /**
+   * Whether the queue may hold work waiting for one of our slots: set when a claim was cut
+   * short by our capacity or an admission found no free slot, cleared by a claim that took
+   * less than it could.
+   */
+  private backlog = true;
   private wakeTimer: NodeJS.Timeout | undefined;
   private wakeAt = 0;
   private renewTimer: NodeJS.Timeout | undefined;
@@ -182,6 +197,55 @@ export class Scheduler {
     this.stopped.abort();
   }
 
+  /**
+   * Claim options for an admission to carry (Store.admit), reserving up to CLAIM_ALONG_MAX
+   * free slots until adopt(); undefined when there is no free slot (or we are stopping).
+   */
+  claimAlong(): ClaimOptions | undefined {
+    if (this.stopping) return undefined;
+    const free = this.freeSlots();
+    if (free <= 0) {
+      this.backlog = true; // this admission waits in the queue for a slot
+      return undefined;
+    }
+    const options = this.claimOptions(Math.min(free, CLAIM_ALONG_MAX));
+    this.reserved += options.max;
+    return options;
+  }
+
+  /**
+   * What an admission that carried `claim` brought back (undefined when it queued nothing or
+   * failed); ends the reservation. `jobKey`: the admitted job, whose first lead it may carry.
+   */
+  adopt(claim: ClaimOptions, along: ClaimAlong | undefined, jobKey: string): void {
+    this.reserved -= claim.max;
+    if (along) {
+      if (this.stopping) {
+        // Too late to start them: back to the queue, as stop() does with unfinished jobs.
+        for (const job of along.claim.expired) void this.expire(job);
+        this.store.release(along.claim.jobs, this.clock()).catch((err: unknown) => {
+          this.logger.warn({ err }, 'could not hand claimed requests back');
+        });
+      } else {
+        const known = along.lead === undefined ? undefined : { key: jobKey, lead: along.lead };
+        const retryAtMs = this.take(along.claim, claim.max, this.clock(), known);
+        if (retryAtMs !== undefined) this.wake(retryAtMs - this.clock());
+      }
+    }
+    if (this.deferred) {
+      this.deferred = false;
+      this.wake();
+    }
+  }
+
+  private freeSlots(): number {
+    return this.config.maxConcurrency - this.running.size - this.reserved;
+  }
+
+  private claimOptions(max: number): ClaimOptions {
+    return { owner: this.owner, max, leaseMs: this.leaseMs, rpm: this.config.rateLimitRpm, tpm: this.config.rateLimitTpm };
+  }
+
   private async pump(): Promise<void> {
     if (this.pumping) {
       this.pumpAgain = true;
@@ -192,25 +256,22 @@ export class Scheduler {
     try {
       do {
         this.pumpAgain = false;
-        while (!this.stopping && this.running.size < this.config.maxConcurrency) {
-          const now = this.clock();
-          const claimed = await this.store.claim(
-            {
-              owner: this.owner,
-              max: this.config.maxConcurrency - this.running.size,
-              leaseMs: this.leaseMs,
-              rpm: this.config.rateLimitRpm,
-              tpm: this.config.rateLimitTpm,
-            },
-            now,
-          );
-          for (const job of claimed.expired) void this.expire(job);
-          const leads = this.leadAll(claimed.jobs, now);
-          claimed.jobs.forEach((job, i) => this.run(job, now, leads[i]));
-          if (claimed.jobs.length === 0 && claimed.expired.length === 0) {
-            if (claimed.retryAtMs !== undefined) nextWake = Math.max(1, claimed.retryAtMs - now);
+        while (!this.stopping) {
+          const max = this.freeSlots();
+          if (max <= 0) {
+            // Slots an admission reserved may come back unused: look again when they do.
+            if (this.reserved > 0) this.deferred = true;
             break;
           }
+          const now = this.clock();
+          const claimed = await this.store.claim(this.claimOptions(max), now);
+          const retryAtMs = this.take(claimed, max, now);
+          if (retryAtMs !== undefined) {
+            nextWake = Math.max(1, retryAtMs - now);
+            break;
+          }
+          // Less than it could take: the queue had no more (expired jobs may have hidden some).
+          if (claimed.jobs.length < max && claimed.expired.length === 0) break;
         }
       } while (this.pumpAgain);
     } catch (err) {
@@ -219,23 +280,39 @@ export class Scheduler {
     } finally {
       this.pumping = false;
     }
-    if (this.running.size < this.config.maxConcurrency) this.wake(nextWake);
+    if (this.freeSlots() > 0) this.wake(nextWake);
+  }
+
+  /**
+   * Starts what a claim brought (the pump's or an admission's) and answers its expired jobs.
+   * `known`: a job whose first lead came with it. Returns when to retry, if the claim was
+   * stopped by the upstream rate budget or a pause.
+   */
+  private take(claimed: ClaimResult, asked: number, now: number, known?: { key: string; lead: Lead }): number | undefined {
+    for (const job of claimed.expired) void this.expire(job);
+    // Cut short by our capacity, it may have left work queued: finishing jobs look for it.
+    this.backlog = claimed.jobs.length >= asked;
+    const leads = this.leadAll(claimed.jobs, now, known);
+    claimed.jobs.forEach((job, i) => this.run(job, now, leads[i]));
+    return claimed.retryAtMs;
   }
 
   /**
    * The first coalescing step of every claimed job that may share its call, as one store
    * call for the whole claim rather than one per job. Undefined for a job that never shares.
    */
-  private leadAll(jobs: ClaimedJob[], now: number): (Promise<Lead> | undefined)[] {
+  private leadAll(jobs: ClaimedJob[], now: number, known?: { key: string; lead: Lead }): (Promise<Lead> | undefined)[] {
     const flights: FlightClaim[] = [];
-    for (const job of jobs) if (job.cacheKey !== undefined) flights.push({ cacheKey: job.cacheKey, jobKey: job.key });
-    if (flights.length === 0) return jobs.map(() => undefined);
-    const batch = this.store.lead(flights, this.leaseMs, now);
+    for (const job of jobs) {
+      if (job.cacheKey !== undefined && job.key !== known?.key) flights.push({ cacheKey: job.cacheKey, jobKey: job.key });
+    }
+    const batch = flights.length === 0 ? undefined : this.store.lead(flights, this.leaseMs, now);
     let index = 0;
     return jobs.map((job) => {
       if (job.cacheKey === undefined) return undefined;
+      if (known && job.key === known.key) return Promise.resolve(known.lead);
       const mine = index++;
-      return batch.then((leads) => nth(leads, mine));
+      return batch?.then((leads) => nth(leads, mine));
     });
   }
 
@@ -252,7 +329,10 @@ export class Scheduler {
     };
     entry.done = this.execute(entry, claimedAt, firstLead).finally(() => {
       this.running.delete(job.key);
-      this.wake();
+      // Waiting work is claimed when an admission brings it (it claims along) or the idle
+      // poll finds it; a finished job looks for more only when some may be waiting for its
+      // slot, or its lock may have freed a parked job.
+      if (this.backlog || job.request.lock !== undefined) this.wake();
     });
     this.running.set(job.key, entry);
   }

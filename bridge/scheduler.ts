@@ -330,9 +330,10 @@ export class Scheduler {
     entry.done = this.execute(entry, claimedAt, firstLead).finally(() => {
       this.running.delete(job.key);
       // Waiting work is claimed when an admission brings it (it claims along) or the idle
-      // poll finds it; a finished job looks for more only when some may be waiting for its
-      // slot, or its lock may have freed a parked job.
-      if (this.backlog || job.request.lock !== undefined) this.wake();
+      // poll finds it; a finished job looks for more at once only when some may be waiting
+      // for its slot, or its lock may have freed a parked job. Otherwise it only makes sure
+      // the idle poll runs (a full instance has none scheduled).
+      this.wake(this.backlog || job.request.lock !== undefined ? 0 : IDLE_POLL_MS);
     });
     this.running.set(job.key, entry);
   }

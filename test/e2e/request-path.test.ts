@@ -84,6 +84,49 @@ describe('request path (device → broker → bridge → upstream → reply)', (
   });
 });
 
+describe('dispatch', () => {
+  it('claims a request reaching an idle instance in the store call that admits it', async () => {
+    const store = new MemoryStore();
+    const admit = store.admit.bind(store);
+    const claimedAlong: string[][] = [];
+    store.admit = async (...args) => {
+      const result = await admit(...args);
+      if (result.kind === 'queued') claimedAlong.push((result.along?.claim.jobs ?? []).map((j) => j.id));
+      return result;
+    };
+    const harness = await startHarness({}, {}, store);
+    try {
+      const device = await harness.device('cam-idle');
+      for (const id of ['one', 'two', 'three']) {
+        await device.publish('normal', ask(id));
+        const [reply] = await device.reply(id);
+        expect(reply).toMatchObject({ id, ok: true });
+      }
+      expect(claimedAlong).toEqual([['one'], ['two'], ['three']]);
+      expect(harness.upstream.requests.map((r) => (r.body as { messages: { content: string }[] }).messages[0]?.content)).toEqual([
+        'question one',
+        'question two',
+        'question three',
+      ]);
+    } finally {
+      await harness.close();
+    }
+  });
+
+  it('still answers every request when all slots are busy and admissions carry no claim', async () => {
+    const harness = await startHarness({ MAX_CONCURRENCY: '2' }, { latencyMs: 30 });
+    try {
+      const device = await harness.device('cam-busy');
+      const ids = Array.from({ length: 12 }, (_, i) => `b${i}`);
+      await Promise.all(ids.map((id) => device.publish('normal', ask(id))));
+      for (const id of ids) expect((await device.reply(id, { timeoutMs: 5000 }))[0]).toMatchObject({ id, ok: true });
+      expect(harness.upstream.requests).toHaveLength(12);
+    } finally {
+      await harness.close();
+    }
+  });
+});
+
 describe('acknowledgement', () => {
   it('sends PUBACK (QoS 1) and PUBREC (QoS 2) only after the request was admitted', async () => {
     // A store whose admission takes 300 ms: an acknowledgement sent before admission would

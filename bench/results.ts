@@ -35,7 +35,7 @@ export interface OverloadResult extends ReplyCounts {
   survived: boolean;
 }
 
-export type SystemId = 'echo' | 'handler' | 'bullmq' | 'memory' | 'redis' | 'redis-x2';
+export type SystemId = 'echo' | 'handler' | 'handler-thread' | 'bullmq' | 'memory' | 'redis' | 'redis-x2';
 
 export interface SystemResult {
   id: SystemId;

@@ -23,10 +23,12 @@ import type { BenchResults, IdleResult, OverloadResult, StepResult, SystemId, Sy
 const USAGE = `usage: npm run bench [-- --quick] [--systems echo,handler,bullmq,memory,redis] [--idle 20000] [--out bench/results]
   [--workers 2] [--devices 200] [--profile DIR]
   handler: Aedes + a handler calling the upstream with undici, no queue, no limits, no guarantees.
+  handler-thread (not in the default run): the same with the upstream calls in a worker thread.
   bullmq: Aedes + BullMQ (priority, limiter, worker concurrency) + undici, on the same Redis.
   redis-x2 (not in the default run): two bridge instances on one Redis, devices spread over both.
   REDIS_URL: use that Redis for (c) and (d); otherwise a redis-server is started on a free port.`;
 
+const SYSTEMS: readonly SystemId[] = ['echo', 'handler', 'handler-thread', 'bullmq', 'memory', 'redis', 'redis-x2'];
 const UPSTREAM_LATENCY_MS = 20;
 const P99_LIMIT_MS = 250;
 const MIX = { critical: 1, high: 9, normal: 80, low: 10 };
@@ -268,10 +270,12 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
     const service = await startServiceProcess({ LOG_LEVEL: 'warn' }, { script: distFile('./echo-server.js'), nodeArgs });
     return { id, label: '(a) MQTT echo', role: 'broker', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
   }
-  if (id === 'handler') {
-    const env = { LOG_LEVEL: 'warn', UPSTREAM_URL: upstream.url, MAX_CONCURRENCY };
+  if (id === 'handler' || id === 'handler-thread') {
+    const threaded = id === 'handler-thread';
+    const env = { LOG_LEVEL: 'warn', UPSTREAM_URL: upstream.url, MAX_CONCURRENCY, ...(threaded ? { HANDLER_THREAD: '1' } : {}) };
     const service = await startServiceProcess(env, { script: distFile('./echo-server.js'), nodeArgs });
-    return { id, label: '(h) bare handler', role: 'broker', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
+    const label = threaded ? '(h2) handler, HTTP in a worker thread' : '(h) bare handler';
+    return { id, label, role: 'broker', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
   }
   if (id === 'memory') {
     const service = await startServiceProcess(bridgeEnv(upstream.url, {}), { nodeArgs });
@@ -393,6 +397,11 @@ async function main(argv: string[]): Promise<number> {
   const base = values.quick ? QUICK : FULL;
   const plan: Plan = { ...base, idle: Number(values.idle ?? (values.quick ? 1000 : 20000)) };
   const systems = values.systems.split(',').map((s) => s.trim()) as SystemId[];
+  const unknown = systems.filter((s) => !SYSTEMS.includes(s));
+  if (unknown.length > 0) {
+    process.stderr.write(`unknown system ${unknown.join(', ')} (known: ${SYSTEMS.join(', ')})\n${USAGE}\n`);
+    return 2;
+  }
   const workers = Number(values.workers);
   const devices = Number(values.devices);
   const started = Date.now();

@@ -220,6 +220,10 @@ export interface Store {
    */
   admitAnswered(job: Job, reply: Reply, limits: AdmitLimits, ttlS: number, now: number): Promise<AdmitResult>;
 
+  /**
+   * The cache entry itself. The request path reads it inside admit and writes it inside
+   * complete; these are how tests (and the memory store internally) read and write it.
+   */
   cacheGet(cacheKey: string, now: number): Promise<CachedAnswer | undefined>;
   cacheSet(cacheKey: string, answer: CachedAnswer, ttlMs: number, now: number): Promise<void>;
 

@@ -1,6 +1,5 @@
 // The circuit breaker's state machine, run against both stores with an explicit clock: the
 // memory store (one instance) and the Redis store (breaker.lua, shared by every instance).
-import { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../bridge/logger.js';
@@ -12,6 +11,7 @@ import {
   type BreakerConfig,
   type BreakerStore,
 } from '../../bridge/upstream/breaker.js';
+import { logSink } from '../helpers/log-sink.js';
 import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
 
 const CONFIG: BreakerConfig = {
@@ -237,23 +237,6 @@ describe.each(cases)('breaker state machine ($name store)', (c) => {
   }
 });
 
-function logSink(): { lines: () => Array<Record<string, unknown>>; stream: Writable } {
-  let text = '';
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      text += chunk.toString('utf8');
-      done();
-    },
-  });
-  return {
-    stream,
-    lines: () =>
-      text
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
 
 describe('Breaker', () => {
   it('logs every state change with the provider and the reason', async () => {

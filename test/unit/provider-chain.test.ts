@@ -10,6 +10,7 @@ import type { UpstreamCall } from '../../bridge/upstream/call.js';
 import { ProviderChain, type ProviderChainOptions } from '../../bridge/upstream/chain.js';
 import type { ProviderOptions } from '../../bridge/upstream/provider.js';
 import { simEmbedding, startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
+import { logSink } from '../helpers/log-sink.js';
 
 const sims: UpstreamSim[] = [];
 const chains: ProviderChain[] = [];
@@ -286,19 +287,13 @@ describe('ProviderChain: keys', () => {
 
   it('logs a revoked key by its short hash, never the key', async () => {
     const primary = await sim({ revokedKeys: ['sk-secret-revoked'] });
-    let logged = '';
-    const { Writable } = await import('node:stream');
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, done) {
-        logged += chunk.toString('utf8');
-        done();
-      },
-    });
+    const sink = logSink();
     const c = chain([provider('primary', primary.url, { apiKeys: ['sk-secret-revoked', 'sk-secret-ok'] })], {
-      logger: createLogger('info', sink),
+      logger: createLogger('info', sink.stream),
     });
     await c.call(call());
     await c.call(call());
+    const logged = sink.text();
     expect(logged).toContain('upstream refused an API key: taken out of rotation');
     expect(logged).toMatch(/"keyId":"[0-9a-f]{8}"/);
     expect(logged).not.toContain('sk-secret');

@@ -1,6 +1,6 @@
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
+import { logSink } from '../helpers/log-sink.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { InferRequest } from '../../bridge/contract.js';
 import { BridgeError } from '../../bridge/errors.js';
@@ -468,14 +468,9 @@ describe('UpstreamClient', () => {
 
   it('never logs an API key', async () => {
     const up = await scripted([failure(401, 'invalid api key'), failure(500, 'boom'), {}]);
-    let logged = '';
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, done) {
-        logged += chunk.toString('utf8');
-        done();
-      },
-    });
-    await client(up.url, { apiKeys: ['sk-secret-aaa', 'sk-secret-bbb'], logger: createLogger('debug', sink) }).call(call());
+    const sink = logSink();
+    await client(up.url, { apiKeys: ['sk-secret-aaa', 'sk-secret-bbb'], logger: createLogger('debug', sink.stream) }).call(call());
+    const logged = sink.text();
     expect(logged).toContain('upstream attempt');
     expect(logged).toContain('"reqId":"r-1"');
     expect(logged).not.toContain('sk-secret');

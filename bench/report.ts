@@ -150,9 +150,11 @@ function idleSection(r: BenchResults): string | undefined {
   const headers = [
     'devices',
     'connected',
+    'dropped',
     'RSS before MB',
-    'RSS after MB',
-    'KB per connection',
+    'RSS peak MB',
+    'RSS settled MB',
+    'KB per connection (peak / settled)',
     'light load req/s',
     'p50 ms',
     'p99 ms',
@@ -161,16 +163,19 @@ function idleSection(r: BenchResults): string | undefined {
   const row = [
     formatInt(idle.devices),
     formatInt(idle.connected),
+    formatInt(idle.dropped),
     formatInt(idle.rssBeforeMb),
-    formatInt(idle.rssAfterMb),
-    formatFixed(idle.rssPerConnectionKb, 1),
+    formatInt(idle.rssPeakMb),
+    formatInt(idle.rssSettledMb),
+    `${formatFixed(idle.peakPerConnectionKb, 1)} / ${formatFixed(idle.settledPerConnectionKb, 1)}`,
     formatInt(idle.lightLoad.rate),
     formatMs(idle.lightLoad.latencyMs.p50),
     formatMs(idle.lightLoad.latencyMs.p99),
     formatInt(idle.lightLoad.lost),
   ];
+  const explain = `Peak: the highest RSS while the devices connected and under the light load. Settled: RSS once V8 has given the connection burst's garbage back (read when RSS has fallen and held still for 3 s, at most ${idle.settleS} s after the light load).`;
   const note = idle.note === undefined ? '' : `\n\n${idle.note}`;
-  return `### Idle connections\n\n${table(headers, ['r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'], [row])}${note}`;
+  return `### Idle connections\n\n${table(headers, headers.map(() => 'r' as const), [row])}\n\n${explain}${note}`;
 }
 
 /** The summary: heading, one row per system, then overload and idle tables when measured. */

@@ -55,9 +55,17 @@ export interface SystemResult {
 export interface IdleResult {
   devices: number;
   connected: number;
+  /** Connected devices whose connection closed before the end. */
+  dropped: number;
   rssBeforeMb: number;
-  rssAfterMb: number;
-  rssPerConnectionKb: number;
+  /** Highest RSS while connecting and under the light load. */
+  rssPeakMb: number;
+  /** RSS once V8 has given back the connection burst's garbage (or after settleS seconds). */
+  rssSettledMb: number;
+  peakPerConnectionKb: number;
+  settledPerConnectionKb: number;
+  /** The longest wait for the settled figure. */
+  settleS: number;
   /** Why fewer devices than asked were tried (the file-descriptor limit), if so. */
   note?: string;
   /** A light load run beside the idle devices. */

@@ -13,12 +13,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { startServiceProcess, type ServiceProcess } from '../device-sim/service-process.js';
 import { startLoad, type LoadFleet, type StepSummary } from '../device-sim/load.js';
+import { connectIdle } from '../device-sim/idle.js';
 import { deleteDeployment } from '../bridge/store/redis-keys.js';
 import { startPrivateRedis, type PrivateRedis } from './redis-server.js';
 import { CpuMeter, cpuSeconds, isAlive, rssMb } from './proc.js';
 import { formatReport, formatSteps } from './report.js';
 import { renderLatencyChart } from './svg.js';
-import type { BenchResults, IdleResult, OverloadResult, StepResult, SystemId, SystemResult } from './results.js';
+import type { BenchResults, IdleResult, Latency, OverloadResult, StepResult, SystemId, SystemResult } from './results.js';
 
 const USAGE = `usage: npm run bench [-- --quick] [--systems echo,handler,bullmq,memory,redis] [--idle 20000] [--out bench/results]
   [--workers 2] [--devices 200] [--profile DIR]
@@ -315,38 +316,75 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
   };
 }
 
-async function measureIdle(count: number, upstream: Upstream, lightLoadS: number): Promise<IdleResult> {
+async function measureIdle(count: number, upstream: Upstream, lightLoadS: number, settleS: number): Promise<IdleResult> {
   const service = await startServiceProcess(bridgeEnv(upstream.url, { MAX_CONNECTIONS: String(count + 1000) }));
   const pid = service.child.pid!;
   try {
     const rssBeforeMb = rssMb(pid);
-    let rssAfterMb = rssBeforeMb;
-    const sampler = setInterval(() => (rssAfterMb = Math.max(rssAfterMb, rssMb(pid))), 250);
-    const sim = spawn(
-      process.execPath,
-      [distFile('../device-sim/cli.js'), '--url', `mqtt://127.0.0.1:${service.mqttPort}`, '--idle', String(count), '--devices', '10', '--rate', '100', '--duration', String(lightLoadS), '--json'],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    );
-    let out = '';
-    sim.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    await new Promise((resolve) => sim.once('exit', resolve));
-    clearInterval(sampler);
-    const report = JSON.parse(out) as {
-      idle: { connected: number; failed: number };
-      overall: { lost: number; latencyMs: { p50: number; p95: number; p99: number; max: number } | null };
-    };
-    const latency = report.overall.latencyMs ?? { p50: 0, p95: 0, p99: 0, max: 0 };
-    return {
-      devices: count,
-      connected: report.idle.connected,
-      rssBeforeMb,
-      rssAfterMb,
-      rssPerConnectionKb: report.idle.connected > 0 ? Math.round(((rssAfterMb - rssBeforeMb) * 1024) / report.idle.connected * 10) / 10 : 0,
-      lightLoad: { rate: 100, latencyMs: { p50: latency.p50, p95: latency.p95, p99: latency.p99, max: latency.max }, lost: report.overall.lost },
-    };
+    let rssPeakMb = rssBeforeMb;
+    const sampler = setInterval(() => (rssPeakMb = Math.max(rssPeakMb, rssMb(pid))), 250);
+    const fleet = await connectIdle({ host: '127.0.0.1', port: service.mqttPort, count });
+    try {
+      const report = await lightLoad(service.mqttPort, lightLoadS);
+      const rssSettledMb = await settledRss(pid, settleS);
+      clearInterval(sampler);
+      const perConnectionKb = (mb: number): number => (fleet.connected > 0 ? Math.round(((mb - rssBeforeMb) * 1024 * 10) / fleet.connected) / 10 : 0);
+      const latency = report.overall.latencyMs ?? { p50: 0, p95: 0, p99: 0, max: 0 };
+      return {
+        devices: count,
+        connected: fleet.connected,
+        dropped: fleet.dropped,
+        rssBeforeMb,
+        rssPeakMb,
+        rssSettledMb,
+        peakPerConnectionKb: perConnectionKb(rssPeakMb),
+        settledPerConnectionKb: perConnectionKb(rssSettledMb),
+        settleS,
+        lightLoad: { rate: LIGHT_LOAD_RATE, latencyMs: { p50: latency.p50, p95: latency.p95, p99: latency.p99, max: latency.max }, lost: report.overall.lost },
+      };
+    } finally {
+      clearInterval(sampler);
+      await fleet.close();
+    }
   } finally {
     await service.stop();
   }
+}
+
+const LIGHT_LOAD_RATE = 100;
+
+/** `device-sim` with 10 devices at 100 req/s beside the idle ones, as a separate process. */
+async function lightLoad(mqttPort: number, durationS: number): Promise<{ overall: { lost: number; latencyMs: Latency | null } }> {
+  const sim = spawn(
+    process.execPath,
+    [distFile('../device-sim/cli.js'), '--url', `mqtt://127.0.0.1:${mqttPort}`, '--devices', '10', '--rate', String(LIGHT_LOAD_RATE), '--duration', String(durationS), '--json'],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let out = '';
+  sim.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  await new Promise((resolve) => sim.once('exit', resolve));
+  return JSON.parse(out) as { overall: { lost: number; latencyMs: Latency | null } };
+}
+
+/**
+ * The bridge's RSS once the connection burst's garbage is given back. V8 returns it only when
+ * its memory reducer runs, some seconds after allocation calms (about 30 s after the burst on
+ * the reference machine), so this waits for RSS to fall by a tenth and then hold still for
+ * 3 s, or for `maxS` seconds, whichever comes first, and reads it then.
+ */
+async function settledRss(pid: number, maxS: number): Promise<number> {
+  const deadline = Date.now() + maxS * 1000;
+  const start = rssMb(pid);
+  let last = start;
+  let stillSince = Date.now();
+  while (Date.now() < deadline) {
+    await sleep(500);
+    const now = rssMb(pid);
+    if (now !== last) stillSince = Date.now();
+    last = now;
+    if (now <= start * 0.9 && Date.now() - stillSince >= 3000) break;
+  }
+  return last;
 }
 
 /** Sockets for the generator's or bridge's own use besides the idle devices. */
@@ -440,7 +478,7 @@ async function main(argv: string[]): Promise<number> {
       const limit = hardFileLimit();
       const count = Math.min(plan.idle, limit - FD_HEADROOM);
       log(`connecting ${count} idle devices`);
-      results.idle = await measureIdle(count, upstream, plan.quick ? 1 : 5);
+      results.idle = await measureIdle(count, upstream, plan.quick ? 1 : 5, plan.quick ? 5 : 45);
       if (count < plan.idle) {
         results.idle.note = `${plan.idle} were asked for; ${count} tried, because this machine's hard limit on open files is ${limit} per process (\`ulimit -Hn\`).`;
       }

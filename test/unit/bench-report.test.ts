@@ -166,15 +166,20 @@ describe('formatReport', () => {
         idle: {
           devices: 10_000,
           connected: 9_998,
+          dropped: 0,
           rssBeforeMb: 80,
-          rssAfterMb: 230.4,
-          rssPerConnectionKb: 15.36,
+          rssPeakMb: 230.4,
+          rssSettledMb: 170.2,
+          peakPerConnectionKb: 15.36,
+          settledPerConnectionKb: 9.24,
+          settleS: 45,
           lightLoad: { rate: 100, latencyMs: { p50: 51.25, p95: 55, p99: 60.04, max: 70 }, lost: 0 },
         },
       }),
     );
     expect(md).toContain('### Idle connections');
-    expect(md).toContain('| 10 000 | 9 998 | 80 | 230 | 15.4 | 100 | 51.3 | 60.0 | 0 |');
+    expect(md).toContain('| 10 000 | 9 998 | 0 | 80 | 230 | 170 | 15.4 / 9.2 | 100 | 51.3 | 60.0 | 0 |');
+    expect(md).toContain('at most 45 s after the light load');
   });
 });
 

@@ -3,6 +3,7 @@
 // whether and where to retry is the chain's business (chain.ts).
 import { Pool } from 'undici';
 import { BridgeError } from '../errors.js';
+import { exchange } from './exchange.js';
 import { parseRetryAfterMs } from './backoff.js';
 import { KeyRing } from './keys.js';
 import { CHAT_SHAPE, parseAnswer, readError, truncate, type AnswerShape, type Completion } from './response.js';
@@ -95,9 +96,9 @@ export class Provider {
   }
 
   /**
-   * One HTTP request, bounded by timeoutMs from start to the last body byte: to
-   * /chat/completions, or to /embeddings for an embeddings `shape`, whose answer is read as
-   * one. Never throws except for the outer abort (shutdown), which becomes `unavailable`.
+   * One HTTP request, bounded by timeoutMs from start (the wait for a pooled socket
+   * included) to the last body byte: to /chat/completions, or to /embeddings for an
+   * embeddings `shape`, whose answer is read as one. Never throws except for the outer abort (shutdown), which becomes `unavailable`.
    */
   async attempt(
     payload: string,
@@ -106,33 +107,25 @@ export class Provider {
     outer: AbortSignal | undefined,
     shape: AnswerShape = CHAT_SHAPE,
   ): Promise<Outcome> {
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort(new Error(`attempt timed out after ${this.timeoutMs} ms`));
-    }, this.timeoutMs);
-    const onOuterAbort = (): void => controller.abort(outer?.reason);
-    outer?.addEventListener('abort', onOuterAbort, { once: true });
     const started = performance.now();
-    try {
-      const res = await this.pool.request({ path: this.paths[shape.kind], method: 'POST', headers, body: payload, signal: controller.signal });
-      const text = await res.body.text();
-      const ms = performance.now() - started;
-      const key = /^Bearer (.+)$/.exec(headers['authorization'] ?? '')?.[1];
-      return this.classify(res.statusCode, res.headers['retry-after'], res.headers['retry-after-ms'], text, model, ms, shape, key);
-    } catch (err) {
-      if (outer?.aborted) throw shuttingDown();
-      if (timedOut || UNDICI_TIMEOUT_CODES.has(errorCode(err) ?? '')) {
+    const result = await exchange(this.pool, { path: this.paths[shape.kind], method: 'POST', headers, body: payload }, this.timeoutMs, outer);
+    switch (result.kind) {
+      case 'aborted':
+        throw shuttingDown();
+      case 'timeout':
         return { kind: 'retry', timeout: true, message: `no answer within ${this.timeoutMs} ms` };
+      case 'error': {
+        const code = errorCode(result.error);
+        if (UNDICI_TIMEOUT_CODES.has(code ?? '')) return { kind: 'retry', timeout: true, message: `no answer within ${this.timeoutMs} ms` };
+        const message = result.error.message;
+        const detail = code !== undefined && !message.includes(code) ? `${code} ${message}` : message;
+        return { kind: 'retry', timeout: false, message: `network error: ${truncate(detail)}` };
       }
-      const message = err instanceof Error ? err.message : String(err);
-      const code = errorCode(err);
-      const detail = code !== undefined && !message.includes(code) ? `${code} ${message}` : message;
-      return { kind: 'retry', timeout: false, message: `network error: ${truncate(detail)}` };
-    } finally {
-      clearTimeout(timer);
-      outer?.removeEventListener('abort', onOuterAbort);
+      case 'response': {
+        const ms = performance.now() - started;
+        const key = /^Bearer (.+)$/.exec(headers['authorization'] ?? '')?.[1];
+        return this.classify(result.status, result.headers['retry-after'], result.headers['retry-after-ms'], result.text, model, ms, shape, key);
+      }
     }
   }
 

@@ -131,12 +131,15 @@ export class ProviderChain {
   private readonly random: () => number;
   private readonly clock: () => number;
   private readonly logger: Logger;
+  /** Read once: per-call debug lines are skipped without building their logger. */
+  private readonly debugLines: boolean;
   private closed = false;
 
   constructor(private readonly opts: ProviderChainOptions) {
     if (opts.providers.length === 0) throw new Error('ProviderChain needs at least one provider');
     const names = new Set<string>();
     this.logger = opts.logger;
+    this.debugLines = opts.logger.isLevelEnabled('debug');
     this.clock = opts.clock ?? Date.now;
     this.backoff = opts.backoff ?? DEFAULT_BACKOFF;
     this.maxRetryAfterMs = opts.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
@@ -226,7 +229,9 @@ export class ProviderChain {
 
   async call(req: UpstreamCall): Promise<UpstreamResult> {
     if (this.closed) throw shuttingDown();
-    const log = this.logger.child({ reqId: req.requestId, deviceId: req.deviceId });
+    // pino builds a child's bindings eagerly; most calls never log, so build it on first use.
+    let child: Logger | undefined;
+    const log = (): Logger => (child ??= this.logger.child({ reqId: req.requestId, deviceId: req.deviceId }));
     const { maxRateLimitedRetries } = this.opts;
     const maxAttempts = Math.max(1, Math.min(req.maxAttempts ?? this.opts.maxAttempts, this.opts.maxAttempts));
     const shape: AnswerShape = isEmbeddingsBody(req.body)
@@ -298,7 +303,7 @@ export class ProviderChain {
       if (selection.kind === 'none') {
         const retryAfterMs = selection.retryAt === undefined ? undefined : Math.max(0, selection.retryAt - this.clock());
         const why = `no provider available (${selection.reasons.join('; ')})`;
-        log.warn({ attempt: counted, reasons: selection.reasons }, 'no upstream provider available');
+        log().warn({ attempt: counted, reasons: selection.reasons }, 'no upstream provider available');
         if (counted > 0) throw exhausted(why, retryAfterMs);
         throw new BridgeError('upstream_error', why, retryAfterMs);
       }
@@ -313,10 +318,12 @@ export class ProviderChain {
         throwIfAborted(req.signal);
         // beforeAttempt may have waited (rate-limit tokens, lock lease), so look again.
         checkDeadline(Date.now());
-        log.debug(
-          { attempt: counted + 1, request: requests, provider: provider.name, model, keyId: provider.keys.idOf(keyIndex) },
-          'upstream attempt',
-        );
+        if (this.debugLines) {
+          log().debug(
+            { attempt: counted + 1, request: requests, provider: provider.name, model, keyId: provider.keys.idOf(keyIndex) },
+            'upstream attempt',
+          );
+        }
         outcome = await provider.attempt(payload, model, provider.headers(req.headers, keyIndex), req.signal, shape);
       } catch (err) {
         // The attempt never ran (or was aborted): hand a half-open probe back at once.
@@ -328,7 +335,9 @@ export class ProviderChain {
 
       if (outcome.kind === 'ok') {
         const { completion, ms } = outcome;
-        log.debug({ attempts: counted + 1, upstreamMs: Math.round(ms), provider: provider.name, model: completion.model }, 'upstream answered');
+        if (this.debugLines) {
+          log().debug({ attempts: counted + 1, upstreamMs: Math.round(ms), provider: provider.name, model: completion.model }, 'upstream answered');
+        }
         return { ...completion, attempts: counted + 1, upstreamMs: ms, provider: provider.name };
       }
 
@@ -358,7 +367,7 @@ export class ProviderChain {
         }
         // This provider's other keys first; after a wait for the whole chain, the preferred order again.
         position = waitMs > 0 ? 0 : selection.position;
-        log.warn(
+        log().warn(
           {
             status: 429,
             provider: provider.name,
@@ -379,13 +388,13 @@ export class ProviderChain {
       if (outcome.kind === 'retry' && outcome.timeout) timeouts += 1;
 
       if (outcome.kind === 'fatal') {
-        log.warn({ status: outcome.status, attempt: counted, provider: provider.name }, 'upstream refused the request');
+        log().warn({ status: outcome.status, attempt: counted, provider: provider.name }, 'upstream refused the request');
         throw new BridgeError('upstream_error', outcome.message);
       }
 
       if (outcome.kind === 'bad_key') {
         if (provider.keys.revoke(keyIndex)) {
-          log.warn(
+          log().warn(
             { status: outcome.status, provider: provider.name, keyId: provider.keys.idOf(keyIndex), reason: outcome.message },
             'upstream refused an API key: taken out of rotation',
           );
@@ -402,10 +411,10 @@ export class ProviderChain {
       }
 
       if (counted >= maxAttempts) {
-        log.warn({ status: outcome.status, attempt: counted, provider: provider.name }, 'upstream attempts exhausted');
+        log().warn({ status: outcome.status, attempt: counted, provider: provider.name }, 'upstream attempts exhausted');
         throw exhausted('out of attempts');
       }
-      log.warn(
+      log().warn(
         {
           status: outcome.status,
           attempt: counted,

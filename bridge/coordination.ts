@@ -2,11 +2,13 @@
 // Redis shared by every instance, for the bridge's store and the broker's plugins alike.
 import { Redis } from 'ioredis';
 import { createClusterPlugins, type ClusterPlugins } from '../broker/cluster.js';
+import { Presence } from '../broker/presence.js';
 import { ConfigError, type Config } from './config.js';
 import type { Logger } from './logger.js';
 import { checkRedisPolicy } from './redis-check.js';
 import { MemoryStore } from './store/memory.js';
 import { RedisStore } from './store/redis.js';
+import { redisKeys } from './store/redis-keys.js';
 import type { Store } from './store/types.js';
 
 export interface Coordination {
@@ -65,10 +67,24 @@ export async function openCoordination(
   }
   if (policy.ok === 'unknown') log.warn({ reason: policy.reason }, 'cannot read maxmemory-policy; make sure it is noeviction');
 
+  let presence: Presence;
+  try {
+    presence = await Presence.join({
+      query: redis,
+      redisUrl: config.redisUrl,
+      channel: redisKeys(config.redisPrefix).instances,
+      connectionName: `edge-ai-bridge:${config.redisPrefix}:presence`,
+      logger: log,
+    });
+  } catch (err) {
+    redis.disconnect();
+    throw new ConfigError('REDIS_URL', `cannot subscribe to ${redisKeys(config.redisPrefix).instances}: ${(err as Error).message}`);
+  }
   let plugins: ClusterPlugins;
   try {
-    plugins = await createClusterPlugins(config.redisUrl, config.redisPrefix, log);
+    plugins = await createClusterPlugins(config.redisUrl, config.redisPrefix, log, { presence });
   } catch (err) {
+    await presence.leave();
     redis.disconnect();
     throw err;
   }
@@ -79,6 +95,8 @@ export async function openCoordination(
     redis,
     healthy: () => redis.status === 'ready',
     async close() {
+      // Only now, with the broker closed: until then other instances must keep publishing through Redis.
+      await presence.leave();
       await redis.quit().catch(() => redis.disconnect());
     },
   };

@@ -26,6 +26,8 @@
 //   {p}:flight:{sha256}       hash  coalescing: leader job key and the followers waiting on it
 //   {p}:usage:{hour}          hash  token and cost totals of one hour (by device, model, priority)
 //   {p}:breaker:{provider}    hash  the provider's circuit state, shared by every instance
+//   {p}:instances             pub/sub channel (not a key) every instance stays subscribed
+//                             to, so PUBSUB NUMSUB counts them (broker/presence.ts)
 //
 // lockId is the SHA-1 of the request's `lock`, so any lock string is safe inside members.
 import { createHash } from 'node:crypto';
@@ -56,6 +58,7 @@ export function redisKeys(prefix: string) {
     flight: (hash: string) => `${p}:flight:${hash}`,
     usage: (hour: string) => `${p}:usage:${hour}`,
     breaker: (provider: string) => `${p}:breaker:${provider}`,
+    instances: `${p}:instances`,
     /** Matches every key of the deployment (tests clean up with it). */
     pattern: `${p}:*`,
   };

@@ -22,7 +22,9 @@ import { renderLatencyChart } from './svg.js';
 import type { BenchResults, IdleResult, Latency, OverloadResult, StepResult, SystemId, SystemResult } from './results.js';
 
 const USAGE = `usage: npm run bench [-- --quick] [--systems echo,handler,bullmq,memory,redis] [--idle 20000] [--out bench/results]
-  [--workers 2] [--devices 200] [--profile DIR]
+  [--workers 2] [--devices 200] [--profile DIR] [--rates 1000,2000 [--seconds 15]]
+  --rates: only these fixed rates, each for --seconds (default 3), no step search and no overload
+  step: for comparing builds by the CPU per request the log line reports (µs/req).
   handler: Aedes + a handler calling the upstream with undici, no queue, no limits, no guarantees.
   handler-thread (not in the default run): the same with the upstream calls in a worker thread.
   bullmq: Aedes + BullMQ (priority, limiter, worker concurrency) + undici, on the same Redis.
@@ -52,11 +54,13 @@ interface Plan {
   ladder: number[];
   bisections: number;
   overloadS: number;
+  /** Fixed rates given with --rates: every rate is run, none is searched, no overload step. */
+  fixed: boolean;
   idle: number;
 }
 
-const FULL: Omit<Plan, 'idle'> = { quick: false, warmUpS: [2, 3], drainMs: 20_000, drainStallMs: 2000, settleMs: 1000, waitMs: 2000, stepS: 3, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 24000, 32000, 48000], bisections: 2, overloadS: 10 };
-const QUICK: Omit<Plan, 'idle'> = { quick: true, warmUpS: [0.5, 0.5], drainMs: 3000, drainStallMs: 500, settleMs: 200, waitMs: 1000, stepS: 1, leadS: 0.2, ladder: [1000, 4000, 16000, 32000], bisections: 1, overloadS: 1.5 };
+const FULL: Omit<Plan, 'idle' | 'fixed'> = { quick: false, warmUpS: [2, 3], drainMs: 20_000, drainStallMs: 2000, settleMs: 1000, waitMs: 2000, stepS: 3, leadS: 1, ladder: [1000, 2000, 4000, 8000, 16000, 24000, 32000, 48000], bisections: 2, overloadS: 10 };
+const QUICK: Omit<Plan, 'idle' | 'fixed'> = { quick: true, warmUpS: [0.5, 0.5], drainMs: 3000, drainStallMs: 500, settleMs: 200, waitMs: 1000, stepS: 1, leadS: 0.2, ladder: [1000, 4000, 16000, 32000], bisections: 1, overloadS: 1.5 };
 
 /** The probe after the overload step waits this long for its replies. */
 const PROBE_WAIT_MS = 2000;
@@ -177,9 +181,10 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
     const summary = await run(rate, plan.stepS, plan.waitMs, plan.leadS);
     const step = toStep(summary, meter.end(), rss());
     endProgress();
+    const perRequestUs = step.achievedRate > 0 ? Math.round(((step.cpu[sut.role] ?? 0) / step.achievedRate) * 1e6) : 0;
     log(
       `${sut.label} @ ${rate}: ${step.passed ? 'pass' : 'FAIL'}  ${step.achievedRate} replies/s  p50 ${step.latencyMs.p50} p99 ${step.latencyMs.p99} ms` +
-        `  lost ${step.lost}  errors ${JSON.stringify(step.errors)}  cpu ${JSON.stringify(step.cpu)}  rss ${step.rssMb} MB`,
+        `  lost ${step.lost}  errors ${JSON.stringify(step.errors)}  cpu ${JSON.stringify(step.cpu)}  ${perRequestUs} µs/req  rss ${step.rssMb} MB`,
     );
     steps.push(step);
     // A failed step leaves a backlog behind; the next must not inherit it.
@@ -199,11 +204,11 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
     let failedAt: number | undefined;
     for (const rate of plan.ladder) {
       const step = await measure(rate);
-      if (!step.passed) {
+      if (step.passed) best = step;
+      else if (!plan.fixed) {
         failedAt = rate;
         break;
       }
-      best = step;
     }
     for (let i = 0; i < plan.bisections && failedAt !== undefined; i += 1) {
       const low = best?.rate ?? 0;
@@ -227,7 +232,7 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
       rssMb: best?.rssMb ?? rss(),
       steps,
     };
-    if (sut.role === 'bridge' && best) result.overload = await overload(pids, rss, sut.label, fleet, best.rate * 2, plan, run);
+    if (sut.role === 'bridge' && best && !plan.fixed) result.overload = await overload(pids, rss, sut.label, fleet, best.rate * 2, plan, run);
     return result;
   } finally {
     await fleet.close();
@@ -425,6 +430,8 @@ async function main(argv: string[]): Promise<number> {
       workers: { type: 'string', default: '2' },
       devices: { type: 'string', default: '200' },
       profile: { type: 'string' },
+      rates: { type: 'string' },
+      seconds: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -433,7 +440,16 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const base = values.quick ? QUICK : FULL;
-  const plan: Plan = { ...base, idle: Number(values.idle ?? (values.quick ? 1000 : 20000)) };
+  const plan: Plan = { ...base, fixed: false, idle: Number(values.idle ?? (values.quick ? 1000 : 20000)) };
+  if (values.rates !== undefined) {
+    const rates = values.rates.split(',').map(Number);
+    const seconds = Number(values.seconds ?? base.stepS);
+    if (!rates.every((r) => Number.isInteger(r) && r > 0) || !(seconds > 0)) {
+      process.stderr.write(`--rates takes positive integers (got ${values.rates}), --seconds a positive number\n${USAGE}\n`);
+      return 2;
+    }
+    Object.assign(plan, { fixed: true, ladder: rates, bisections: 0, stepS: seconds });
+  }
   const systems = values.systems.split(',').map((s) => s.trim()) as SystemId[];
   const unknown = systems.filter((s) => !SYSTEMS.includes(s));
   if (unknown.length > 0) {

@@ -46,6 +46,8 @@ export class Presence {
   private marked = false;
   /** Bumped whenever the marker drops: a count asked before that says nothing about now. */
   private epoch = 0;
+  /** The last count logged (undefined: it failed). */
+  private reported: number | undefined | null = null;
   private readonly marker: Redis;
 
   private constructor(
@@ -113,8 +115,19 @@ export class Presence {
       this.applied = seq;
       const sure = live === 1 && this.marked && epoch === this.epoch && !this.clustered && !this.closed;
       this.aloneUntil = sure ? askedAt + TRUST_MS : 0;
+      this.report(live);
     }
     return live;
+  }
+
+  /** One line when the count changes (not every poll): operators see when publishes stay local. */
+  private report(live: number | undefined): void {
+    if (live === this.reported || this.closed) return;
+    this.reported = live;
+    const log = this.opts.logger;
+    if (live === undefined) log.warn('cannot count the instances on this Redis: publishes go through Redis pub/sub');
+    else if (live === 1 && !this.clustered) log.info({ instances: 1 }, 'alone on this Redis: publishes are delivered here');
+    else log.info({ instances: live }, 'instances on this Redis: publishes go through Redis pub/sub');
   }
 
   /** Stops counting and unsubscribes the marker; call once the broker has closed. */

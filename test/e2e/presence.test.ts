@@ -9,6 +9,7 @@ import { createLogger } from '../../bridge/logger.js';
 import { redisKeys } from '../../bridge/store/redis-keys.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
 import { ask } from '../helpers/harness.js';
+import { logSink } from '../helpers/log-sink.js';
 import { connectRedis, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const logger = createLogger('silent');
@@ -24,13 +25,13 @@ function query(): Redis {
   return redis;
 }
 
-async function join(prefix: string, name: string, redis = query()): Promise<Presence> {
+async function join(prefix: string, name: string, redis = query(), log = logger): Promise<Presence> {
   const presence = await Presence.join({
     query: redis,
     redisUrl: REDIS_URL,
     channel: redisKeys(prefix).instances,
     connectionName: `${prefix}:${name}`,
-    logger,
+    logger: log,
   });
   cleanup.push(() => presence.leave());
   return presence;
@@ -47,6 +48,21 @@ describe('Presence', () => {
     expect(second.alone).toBe(false);
     await second.leave();
     await expect.poll(() => first.alone, { timeout: 3000 }).toBe(true);
+  });
+
+  it('logs a line when the count changes, not on every poll', async () => {
+    const prefix = uniquePrefix('presence');
+    const sink = logSink();
+    const first = await join(prefix, 'one', query(), createLogger('info', sink.stream));
+    const second = await join(prefix, 'two');
+    await second.leave();
+    await expect.poll(() => first.alone, { timeout: 3000 }).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 600)); // a few more polls, same count
+    expect(sink.lines().map((l) => [l.msg, l.instances])).toEqual([
+      ['alone on this Redis: publishes are delivered here', 1],
+      ['instances on this Redis: publishes go through Redis pub/sub', 2],
+      ['alone on this Redis: publishes are delivered here', 1],
+    ]);
   });
 
   it('does not count instances of another deployment prefix', async () => {

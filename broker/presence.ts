@@ -46,8 +46,8 @@ export class Presence {
   private marked = false;
   /** Bumped whenever the marker drops: a count asked before that says nothing about now. */
   private epoch = 0;
-  /** The last count logged (undefined: it failed). */
-  private reported: number | undefined | null = null;
+  /** The last line logged about the count. */
+  private reported = '';
   private readonly marker: Redis;
 
   private constructor(
@@ -122,12 +122,16 @@ export class Presence {
 
   /** One line when the count changes (not every poll): operators see when publishes stay local. */
   private report(live: number | undefined): void {
-    if (live === this.reported || this.closed) return;
-    this.reported = live;
-    const log = this.opts.logger;
-    if (live === undefined) log.warn('cannot count the instances on this Redis: publishes go through Redis pub/sub');
-    else if (live === 1 && !this.clustered) log.info({ instances: 1 }, 'alone on this Redis: publishes are delivered here');
-    else log.info({ instances: live }, 'instances on this Redis: publishes go through Redis pub/sub');
+    const line =
+      live === undefined
+        ? 'cannot count the instances on this Redis: publishes go through Redis pub/sub'
+        : live === 1 && !this.clustered
+          ? 'alone on this Redis: publishes are delivered here'
+          : 'instances on this Redis: publishes go through Redis pub/sub';
+    if (this.closed || `${line}${live}` === this.reported) return;
+    this.reported = `${line}${live}`;
+    if (live === undefined) this.opts.logger.warn(line);
+    else this.opts.logger.info({ instances: live }, line);
   }
 
   /** Stops counting and unsubscribes the marker; call once the broker has closed. */

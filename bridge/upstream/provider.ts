@@ -98,7 +98,8 @@ export class Provider {
   /**
    * One HTTP request, bounded by timeoutMs from start (the wait for a pooled socket
    * included) to the last body byte: to /chat/completions, or to /embeddings for an
-   * embeddings `shape`, whose answer is read as one. Never throws except for the outer abort (shutdown), which becomes `unavailable`.
+   * embeddings `shape`, whose answer is read as one. Never throws except for the outer
+   * abort (shutdown), which becomes `unavailable`.
    */
   async attempt(
     payload: string,

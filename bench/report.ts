@@ -125,8 +125,8 @@ function rssRatio(o: OverloadResult): string {
 function overloadSection(systems: readonly SystemResult[]): string | undefined {
   const rows = systems.flatMap((s) => (s.overload === undefined ? [] : [overloadRow(s.label, s.overload)]));
   if (rows.length === 0) return undefined;
-  const headers = ['system', 'offered req/s', 'duration s', 'sent', 'ok', 'errors', 'lost', 'RSS MB', 'RSS end/start', 'survived'];
-  return `### Overload\n\n${table(headers, ['l', 'r', 'r', 'r', 'r', 'l', 'r', 'r', 'r', 'l'], rows)}`;
+  const headers = ['system', 'offered req/s', 'duration s', 'sent', 'ok', 'errors', 'lost', 'reply p50 / p99 ms', 'RSS MB', 'RSS end/start', 'survived'];
+  return `### Overload\n\n${table(headers, ['l', 'r', 'r', 'r', 'r', 'l', 'r', 'r', 'r', 'r', 'l'], rows)}`;
 }
 
 function overloadRow(label: string, o: OverloadResult): string[] {
@@ -138,6 +138,7 @@ function overloadRow(label: string, o: OverloadResult): string[] {
     formatInt(o.ok),
     formatErrors(o.errors),
     formatInt(o.lost),
+    `${formatMs(o.latencyMs.p50)} / ${formatMs(o.latencyMs.p99)}`,
     `${formatInt(o.rssStartMb)} → ${formatInt(o.rssEndMb)}`,
     rssRatio(o),
     o.survived ? 'yes' : 'no',

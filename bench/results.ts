@@ -31,6 +31,8 @@ export interface OverloadResult extends ReplyCounts {
   durationS: number;
   rssStartMb: number;
   rssEndMb: number;
+  /** Publish to reply, of every reply (ok or refused): answering late is not shedding. */
+  latencyMs: { p50: number; p99: number };
   /** The process was still running and answering after the step. */
   survived: boolean;
 }

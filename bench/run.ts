@@ -264,9 +264,10 @@ async function overload(
     lost: s.lost,
     rssStartMb,
     rssEndMb,
+    latencyMs: { p50: s.latencyMs.p50, p99: s.latencyMs.p99 },
     survived: alive && probe !== undefined && probe.lost === 0 && probe.ok === probe.sent,
   };
-  log(`${label} overload @ ${rate}: sent ${s.sent} ok ${s.ok} errors ${JSON.stringify(s.errors)} lost ${s.lost} rss ${rssStartMb} → ${rssEndMb} MB survived ${result.survived}`);
+  log(`${label} overload @ ${rate}: sent ${s.sent} ok ${s.ok} errors ${JSON.stringify(s.errors)} lost ${s.lost} p50 ${s.latencyMs.p50} p99 ${s.latencyMs.p99} ms rss ${rssStartMb} → ${rssEndMb} MB survived ${result.survived}`);
   return result;
 }
 

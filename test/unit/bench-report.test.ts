@@ -134,6 +134,7 @@ describe('formatReport', () => {
       lost: 3,
       rssStartMb: 100,
       rssEndMb: 250,
+      latencyMs: { p50: 812.44, p99: 2950 },
       survived: true,
     };
     const memory: SystemResult = { ...system('memory', 'bridge, memory store', 8_000), overload };
@@ -152,11 +153,12 @@ describe('formatReport', () => {
       '400 000',
       'queue_full 1 234 · expired 12',
       '3',
+      '812.4 / 2 950.0',
       '100 → 250',
       '2.50',
       'yes',
     ]);
-    expect(row(overloadPart, 'bridge, Redis store').slice(5)).toEqual(['none', '3', '0 → 250', '—', 'no']);
+    expect(row(overloadPart, 'bridge, Redis store').slice(5)).toEqual(['none', '3', '812.4 / 2 950.0', '0 → 250', '—', 'no']);
     expect(overloadPart).not.toContain('| echo |');
   });
 

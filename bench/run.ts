@@ -333,7 +333,6 @@ async function measureIdle(count: number, upstream: Upstream, lightLoadS: number
     try {
       const report = await lightLoad(service.mqttPort, lightLoadS);
       const rssSettledMb = await settledRss(pid, settleS);
-      clearInterval(sampler);
       const perConnectionKb = (mb: number): number => (fleet.connected > 0 ? Math.round(((mb - rssBeforeMb) * 1024 * 10) / fleet.connected) / 10 : 0);
       const latency = report.overall.latencyMs ?? { p50: 0, p95: 0, p99: 0, max: 0 };
       return {

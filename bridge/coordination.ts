@@ -67,18 +67,19 @@ export async function openCoordination(
   }
   if (policy.ok === 'unknown') log.warn({ reason: policy.reason }, 'cannot read maxmemory-policy; make sure it is noeviction');
 
+  const channel = redisKeys(config.redisPrefix).instances;
   let presence: Presence;
   try {
     presence = await Presence.join({
       query: redis,
       redisUrl: config.redisUrl,
-      channel: redisKeys(config.redisPrefix).instances,
+      channel,
       connectionName: `edge-ai-bridge:${config.redisPrefix}:presence`,
       logger: log,
     });
   } catch (err) {
     redis.disconnect();
-    throw new ConfigError('REDIS_URL', `cannot subscribe to ${redisKeys(config.redisPrefix).instances}: ${(err as Error).message}`);
+    throw new ConfigError('REDIS_URL', `cannot subscribe to ${channel}: ${(err as Error).message}`);
   }
   let plugins: ClusterPlugins;
   try {

@@ -60,10 +60,13 @@ export class Intake {
   private readonly results: Results;
   private readonly logger: Logger;
   private readonly clock: () => number;
+  /** Read once: per-request debug lines cost nothing, not even their fields, when off. */
+  private readonly debugLines: boolean;
 
   constructor(private readonly deps: IntakeDeps) {
     ({ config: this.config, store: this.store, results: this.results, logger: this.logger } = deps);
     this.clock = deps.clock ?? Date.now;
+    this.debugLines = deps.logger.isLevelEnabled('debug');
   }
 
   /** Shutdown: later requests are answered `unavailable`. */
@@ -162,11 +165,11 @@ export class Intake {
     const log = this.logger;
     switch (result.kind) {
       case 'queued':
-        log.debug({ ...fields, priority }, 'request queued');
+        if (this.debugLines) log.debug({ ...fields, priority }, 'request queued');
         if (!claim) dispatch.wake();
         return 'queued';
       case 'answered':
-        log.debug({ ...fields, priority }, 'request answered from the cache');
+        if (this.debugLines) log.debug({ ...fields, priority }, 'request answered from the cache');
         if (answer) await this.results.send(deviceId, answer);
         return 'cached';
       case 'duplicate_pending':

@@ -45,3 +45,14 @@ function asyncStdout(): ReturnType<typeof pino.destination> {
   stdout = dest;
   return dest;
 }
+
+/**
+ * A request's logger, made on first use: pino serialises (and redacts) a child's bindings when
+ * it is made, which costs more than the lines most requests write (debug lines, off by default).
+ */
+export type LazyLog = () => Logger;
+
+export function lazyChild(logger: Logger, bindings: { reqId: string; deviceId: string }): LazyLog {
+  let child: Logger | undefined;
+  return () => (child ??= logger.child(bindings));
+}

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from './config.js';
 import { isEmbeddingRequest, type OkReply, type Reply } from './contract.js';
 import { BridgeError, errorReply, toBridgeError } from './errors.js';
-import type { Logger } from './logger.js';
+import { lazyChild, type LazyLog, type Logger } from './logger.js';
 import type { Results } from './results.js';
 import type { Price } from './config-file.js';
 import { answerFields, okReply } from './replies.js';
@@ -81,12 +81,6 @@ function nth(leads: Lead[], index: number): Lead {
   return lead;
 }
 
-/**
- * A job's logger, made on first use: a pino child per job costs more (its bindings are
- * serialised and redacted) than the lines most jobs write, which are debug lines, off by default.
- */
-type JobLog = () => Logger;
-
 /** The lease was lost: the job is no longer ours, so it gets no reply from us. */
 class LeaseLost extends Error {}
 
@@ -140,9 +134,8 @@ export class Scheduler {
     this.debugLines = logger.isLevelEnabled('debug');
   }
 
-  private jobLog(job: Job): JobLog {
-    let child: Logger | undefined;
-    return () => (child ??= this.logger.child({ reqId: job.id, deviceId: job.deviceId }));
+  private jobLog(job: Job): LazyLog {
+    return lazyChild(this.logger, { reqId: job.id, deviceId: job.deviceId });
   }
 
   start(): void {
@@ -432,7 +425,7 @@ export class Scheduler {
    * Bookkeeping of an upstream answer: the real token count now (it frees TPM budget); the
    * cache entry and usage with the completion, in the same store call.
    */
-  private async afterAnswer(entry: Running, result: UpstreamResult, log: JobLog): Promise<Bookkeeping> {
+  private async afterAnswer(entry: Running, result: UpstreamResult, log: LazyLog): Promise<Bookkeeping> {
     const { job } = entry;
     const bookkeeping: Bookkeeping = {};
     if (job.cacheKey !== undefined) {
@@ -493,7 +486,7 @@ export class Scheduler {
     job: Job,
     reply: Reply,
     deadLetter: boolean,
-    log: JobLog,
+    log: LazyLog,
     signal: AbortSignal = this.stopped.signal,
     bookkeeping: Bookkeeping = {},
   ): Promise<void> {

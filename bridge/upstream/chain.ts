@@ -26,7 +26,7 @@
 import type { Route } from '../config-file.js';
 import type { Priority, RequestKind } from '../contract.js';
 import { BridgeError } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { lazyChild, type Logger } from '../logger.js';
 import { backoffDelayMs, type BackoffOptions } from './backoff.js';
 import { Breaker, type BreakerConfig, type BreakerStore, type CircuitState, type Permit } from './breaker.js';
 import { isEmbeddingsBody } from './body.js';
@@ -229,9 +229,7 @@ export class ProviderChain {
 
   async call(req: UpstreamCall): Promise<UpstreamResult> {
     if (this.closed) throw shuttingDown();
-    // pino builds a child's bindings eagerly; most calls never log, so build it on first use.
-    let child: Logger | undefined;
-    const log = (): Logger => (child ??= this.logger.child({ reqId: req.requestId, deviceId: req.deviceId }));
+    const log = lazyChild(this.logger, { reqId: req.requestId, deviceId: req.deviceId });
     const { maxRateLimitedRetries } = this.opts;
     const maxAttempts = Math.max(1, Math.min(req.maxAttempts ?? this.opts.maxAttempts, this.opts.maxAttempts));
     const shape: AnswerShape = isEmbeddingsBody(req.body)

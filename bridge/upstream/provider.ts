@@ -110,24 +110,20 @@ export class Provider {
   ): Promise<Outcome> {
     const started = performance.now();
     const result = await exchange(this.pool, { path: this.paths[shape.kind], method: 'POST', headers, body: payload }, this.timeoutMs, outer);
-    switch (result.kind) {
-      case 'aborted':
-        throw shuttingDown();
-      case 'timeout':
-        return { kind: 'retry', timeout: true, message: `no answer within ${this.timeoutMs} ms` };
-      case 'error': {
-        const code = errorCode(result.error);
-        if (UNDICI_TIMEOUT_CODES.has(code ?? '')) return { kind: 'retry', timeout: true, message: `no answer within ${this.timeoutMs} ms` };
-        const message = result.error.message;
-        const detail = code !== undefined && !message.includes(code) ? `${code} ${message}` : message;
-        return { kind: 'retry', timeout: false, message: `network error: ${truncate(detail)}` };
-      }
-      case 'response': {
-        const ms = performance.now() - started;
-        const key = /^Bearer (.+)$/.exec(headers['authorization'] ?? '')?.[1];
-        return this.classify(result.status, result.headers['retry-after'], result.headers['retry-after-ms'], result.text, model, ms, shape, key);
-      }
+    if (result.kind === 'aborted') throw shuttingDown();
+    // undici's own timeouts sit just behind ours (see the Pool): either way the attempt timed out.
+    const code = result.kind === 'error' ? errorCode(result.error) : undefined;
+    if (result.kind === 'timeout' || UNDICI_TIMEOUT_CODES.has(code ?? '')) {
+      return { kind: 'retry', timeout: true, message: `no answer within ${this.timeoutMs} ms` };
     }
+    if (result.kind === 'error') {
+      const message = result.error.message;
+      const detail = code !== undefined && !message.includes(code) ? `${code} ${message}` : message;
+      return { kind: 'retry', timeout: false, message: `network error: ${truncate(detail)}` };
+    }
+    const ms = performance.now() - started;
+    const key = /^Bearer (.+)$/.exec(headers['authorization'] ?? '')?.[1];
+    return this.classify(result.status, result.headers['retry-after'], result.headers['retry-after-ms'], result.text, model, ms, shape, key);
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,9 @@
 // Aedes' own Redis plugins, so that several broker instances act as one:
 // - mqemitter-redis carries every PUBLISH between instances (a reply published by the
-//   instance that ran the job reaches the device on whichever instance it is connected to);
+//   instance that ran the job reaches the device on whichever instance it is connected to).
+//   The publishing instance delivers to its own devices itself, at once, and drops its own
+//   publishes when Redis sends them back (deliverHereFirst): a reply to a device connected here
+//   never waits for, or depends on, Redis pub/sub;
 // - aedes-persistence-redis keeps persistent sessions (clean=false), their subscriptions and
 //   their queued QoS 1/2 messages in Redis, so they outlive a restart of any instance.
 //
@@ -26,6 +29,7 @@
 //
 // Both plugins use the ioredis they depend on (5.x), not the project's ioredis 6, because
 // that is the one they are tested with; we load it from the plugin's own location.
+import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { EventEmitter } from 'node:events';
 import createPersistence from 'aedes-persistence-redis';
@@ -57,10 +61,13 @@ interface RedisConnection extends EventEmitter {
 }
 type RedisConstructor = new (url: string, options: Record<string, unknown>) => RedisConnection;
 
+type Message = { topic: string } & Record<string, unknown>;
 /** The subset of an MQEmitterRedis used here. */
 interface RedisEmitter {
   readonly state: EventEmitter;
-  emit(packet: { topic: string }, done?: (err?: Error) => void): unknown;
+  emit(packet: Message, done?: (err?: Error) => void): unknown;
+  /** Private: how it hands a message received from Redis to its subscribers (deliverHereFirst). */
+  _emit?: (packet: Message, done?: (err?: Error) => void) => unknown;
   close(callback: () => void): void;
 }
 type Emit = RedisEmitter['emit'];
@@ -118,7 +125,7 @@ export async function createClusterPlugins(
     concurrency: MQ_CONCURRENCY,
     matchEmptyLevels: true, // [MQTT-4.7.1-3]: `a/#` matches `a`
   });
-  if (options.presence) deliverHereWhenAlone(mq, `${tag}:mqtt/`, options.presence);
+  deliverHereFirst(mq, `${tag}:mqtt/`, options.presence);
   // The emitter re-emits connection errors on `state`; with no listener that event would throw.
   mq.state.on('error', (err: Error) => log.warn({ err: err.message }, 'MQTT emitter Redis error'));
 
@@ -145,18 +152,46 @@ export async function createClusterPlugins(
   };
 }
 
+/** A property the Redis copy of a publish carries: which emitter sent it. */
+const SENT_BY = 'bridgeSentBy';
+
 /**
- * While this instance is the only one on the Redis, a publish is delivered here at once, the
- * way mqemitter-redis delivers one that comes back from Redis (its base MQEmitter's emit, on
- * the channel name its subscriptions are registered under), instead of going to Redis and
- * back: two Redis round trips and a message less per request.
+ * A publish is delivered to this instance's subscribers at once, the way mqemitter-redis
+ * delivers one that comes back from Redis (its base MQEmitter's emit, on the channel name its
+ * subscriptions are registered under), and goes through Redis only for the other instances,
+ * marked so that its copy coming back is dropped here. Without this, a reply to a device
+ * connected here made a Redis round trip, and one published while Redis was away was lost
+ * whenever the publishing connection came back before the subscribing one had subscribed
+ * again (the two reconnect independently).
+ *
+ * While this instance is the only one on the Redis (presence.ts), the publish skips Redis
+ * altogether: two Redis round trips and a message less per request.
  */
-function deliverHereWhenAlone(mq: RedisEmitter, channelPrefix: string, presence: { readonly alone: boolean }): void {
+function deliverHereFirst(mq: RedisEmitter, channelPrefix: string, presence: { readonly alone: boolean } | undefined): void {
   // The MQEmitter that mqemitter-redis itself extends (not necessarily our own copy of it).
   const base = createRequire(require.resolve('mqemitter-redis'))('mqemitter') as { prototype: { emit: Emit } };
+  const fromRedis = mq._emit;
+  if (typeof fromRedis !== 'function') throw new Error('mqemitter-redis has no _emit: this version is not supported');
+  const sender = randomBytes(8).toString('base64url');
   const viaRedis = mq.emit.bind(mq);
-  mq.emit = (packet, done) =>
-    presence.alone ? base.prototype.emit.call(mq, { ...packet, topic: channelPrefix + packet.topic }, done) : viaRedis(packet, done);
+  const here: Emit = (packet, done) => base.prototype.emit.call(mq, { ...packet, topic: channelPrefix + packet.topic }, done);
+
+  mq._emit = (packet, done) => (packet[SENT_BY] === sender ? done?.() : fromRedis.call(mq, packet, done));
+  mq.emit = (packet, done) => {
+    if (presence?.alone) return here(packet, done);
+    // Done once both are: Aedes acknowledges the publisher then, as it did when the one
+    // publish through Redis was done.
+    let pending = 2;
+    let failure: Error | undefined;
+    const settle = (err?: Error): void => {
+      failure ??= err;
+      if (--pending > 0) return;
+      if (done) done(failure);
+      else if (failure) mq.state.emit('error', failure);
+    };
+    here(packet, settle);
+    return viaRedis({ ...packet, [SENT_BY]: sender }, settle);
+  };
 }
 
 function ready(conn: RedisConnection, timeoutMs: number): Promise<void> {

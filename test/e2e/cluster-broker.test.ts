@@ -9,6 +9,7 @@ import { startBroker, type Broker, type BrokerConfig } from '../../broker/broker
 import { createClusterPlugins, type ClusterPlugins } from '../../broker/cluster.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { sleep } from '../helpers/harness.js';
+import { startPrivateRedis, type PrivateRedis } from '../../bench/redis-server.js';
 
 const logger = createLogger('silent');
 const redis = connectRedis();
@@ -43,10 +44,12 @@ interface TestClient {
 const nodes: Node[] = [];
 const clients: MqttClient[] = [];
 const prefixes: string[] = [];
+const privateRedis: PrivateRedis[] = [];
 
 afterEach(async () => {
   await Promise.all(clients.splice(0).map((c) => c.endAsync(true).catch(() => undefined)));
   await Promise.all(nodes.splice(0).map((n) => n.broker.close()));
+  await Promise.all(privateRedis.splice(0).map((r) => r.stop()));
   for (const prefix of prefixes.splice(0)) await deletePrefix(redis, prefix);
 });
 afterAll(() => redis.disconnect());
@@ -60,8 +63,8 @@ function newPrefix(): string {
 const deviceId = (): string => `cam-${randomBytes(4).toString('hex')}`;
 const resultTopic = (id: string): string => `devices/${id}/result`;
 
-async function startNode(prefix: string): Promise<Node> {
-  const plugins = await createClusterPlugins(REDIS_URL, prefix, logger);
+async function startNode(prefix: string, redisUrl = REDIS_URL): Promise<Node> {
+  const plugins = await createClusterPlugins(redisUrl, prefix, logger);
   const broker = await startBroker(config, async () => {}, logger, plugins);
   const node = { broker, plugins, url: `mqtt://127.0.0.1:${broker.mqttPort}` };
   nodes.push(node);
@@ -150,6 +153,36 @@ describe('brokers on one Redis act as one', () => {
       { topic: resultTopic(id), payload: 'from-two' },
       { topic: resultTopic(id), payload: 'from-one' },
     ]);
+  });
+
+  it('delivers to a device on the publishing instance at once and once, without waiting for Redis pub/sub', async () => {
+    // A private Redis, because CLIENT PAUSE holds every client of the server.
+    const server = await startPrivateRedis();
+    privateRedis.push(server);
+    const prefix = newPrefix();
+    const [one, two] = [await startNode(prefix, server.url), await startNode(prefix, server.url)];
+    const id = deviceId();
+    const here = await connect(one, `${id}.here`);
+    const there = await connect(two, `${id}.there`);
+    await subscribe(here, resultTopic(id));
+    await subscribe(there, resultTopic(id));
+
+    const admin = connectRedis(server.url);
+    try {
+      // Holds every PUBLISH (a write command for CLIENT PAUSE) for 1.5 s.
+      await admin.call('CLIENT', 'PAUSE', '1500', 'WRITE');
+      const published = one.broker.publish(resultTopic(id), Buffer.from('held'), { qos: 0, retain: false });
+      await here.waitFor('held', 1000);
+      expect(there.received).toEqual([]); // it really was held: the other instance only gets it through Redis
+
+      await there.waitFor('held', 5000);
+      await published;
+      await sleep(300); // the copy that came back from Redis has been and gone
+      expect(here.received).toEqual([{ topic: resultTopic(id), payload: 'held' }]);
+      expect(there.received).toEqual([{ topic: resultTopic(id), payload: 'held' }]);
+    } finally {
+      admin.disconnect();
+    }
   });
 
   it('gives a retained status published on one instance to a subscriber on another', async () => {

@@ -42,11 +42,18 @@ function formatCpu(cpu: CpuShare): string {
   return parts.length === 0 ? DASH : parts.join(' · ');
 }
 
-/** `queue_full 1 234 · expired 12`, or `none`; codes that never occurred are left out. */
-function formatErrors(errors: Record<string, number>): string {
+/**
+ * `queue_full 1 234 · expired 12`, or `none`; codes that never occurred are left out. With the
+ * bridge's overload refusals by reason: `queue_full 1 234 (queue_wait 1 200, event_loop 34)`.
+ */
+function formatErrors(errors: Record<string, number>, shed?: Record<string, number>): string {
+  const reasons = Object.entries(shed ?? {}).filter(([, count]) => count > 0);
   const parts = Object.entries(errors)
     .filter(([, count]) => count > 0)
-    .map(([code, count]) => `${code} ${formatInt(count)}`);
+    .map(([code, count]) => {
+      const why = code === 'queue_full' && reasons.length > 0 ? ` (${reasons.map(([r, n]) => `${r} ${formatInt(n)}`).join(', ')})` : '';
+      return `${code} ${formatInt(count)}${why}`;
+    });
   return parts.length === 0 ? 'none' : parts.join(' · ');
 }
 
@@ -136,7 +143,7 @@ function overloadRow(label: string, o: OverloadResult): string[] {
     formatShort(o.durationS),
     formatInt(o.sent),
     formatInt(o.ok),
-    formatErrors(o.errors),
+    formatErrors(o.errors, o.shed),
     formatInt(o.lost),
     `${formatMs(o.latencyMs.p50)} / ${formatMs(o.latencyMs.p99)}`,
     `${formatInt(o.rssStartMb)} → ${formatInt(o.rssEndMb)}`,
@@ -197,7 +204,7 @@ function stepRow(step: StepResult): string[] {
     formatInt(step.achievedRate),
     formatInt(step.sent),
     formatInt(step.ok),
-    formatErrors(step.errors),
+    formatErrors(step.errors, step.shed),
     formatInt(step.lost),
     formatMs(l.p50),
     formatMs(l.p95),

@@ -24,6 +24,8 @@ export interface StepResult extends ReplyCounts {
   cpu: CpuShare;
   /** Resident memory of the system under test at the step's end, MB. */
   rssMb: number;
+  /** The bridge's `queue_full` refusals by its overload guards in this step, by reason (its /metrics). */
+  shed?: Record<string, number>;
 }
 
 export interface OverloadResult extends ReplyCounts {
@@ -35,6 +37,8 @@ export interface OverloadResult extends ReplyCounts {
   latencyMs: { p50: number; p99: number };
   /** The process was still running and answering after the step. */
   survived: boolean;
+  /** As StepResult's. */
+  shed?: Record<string, number>;
 }
 
 export type SystemId = 'echo' | 'handler' | 'handler-thread' | 'bullmq' | 'memory' | 'redis' | 'redis-x2';

@@ -116,6 +116,10 @@ function bridgeEnv(upstreamUrl: string, extra: Record<string, string>): Record<s
     MAX_CONCURRENCY,
     RATE_LIMIT_RPM: '100000000',
     DEVICE_RATE_LIMIT_RPM: '1000000',
+    // Past the knee, refuse normal and low work that would wait over a second rather than
+    // queue it for many (off by default). A passing step's p99 is under 250 ms, so it never
+    // acts there: it only shapes the overload step.
+    OVERLOAD_QUEUE_WAIT_MS: '1000',
     // LOG_LEVEL stays at its default (info): per-request lines are debug, as in production.
     ...extra,
   };
@@ -150,6 +154,8 @@ interface Sut {
   services: ServiceProcess[];
   /** Extra per-process CPU sources for this system (Redis). */
   cpu: Record<string, () => number>;
+  /** Our bridge's overload refusals so far, by reason (the other systems have none). */
+  shed?: () => Promise<Record<string, number>>;
   stop(): Promise<void>;
 }
 
@@ -177,14 +183,16 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
       onProgress: (p) => progress(`bench: ${sut.label} @ ${rate} req/s  ${p.elapsedS.toFixed(1)} s  sent ${p.sent}  answered ${p.answered}`),
     });
   const measure = async (rate: number): Promise<StepResult> => {
+    const shedBefore = await sut.shed?.();
     meter.begin();
     const summary = await run(rate, plan.stepS, plan.waitMs, plan.leadS);
     const step = toStep(summary, meter.end(), rss());
     endProgress();
+    if (sut.shed && shedBefore) step.shed = countsSince(shedBefore, await sut.shed());
     const perRequestUs = step.achievedRate > 0 ? Math.round(((step.cpu[sut.role] ?? 0) / step.achievedRate) * 1e6) : 0;
     log(
       `${sut.label} @ ${rate}: ${step.passed ? 'pass' : 'FAIL'}  ${step.achievedRate} replies/s  p50 ${step.latencyMs.p50} p99 ${step.latencyMs.p99} ms` +
-        `  lost ${step.lost}  errors ${JSON.stringify(step.errors)}  cpu ${JSON.stringify(step.cpu)}  ${perRequestUs} µs/req  rss ${step.rssMb} MB`,
+        `  lost ${step.lost}  errors ${JSON.stringify(step.errors)}${step.shed ? `  shed ${JSON.stringify(step.shed)}` : ''}  cpu ${JSON.stringify(step.cpu)}  ${perRequestUs} µs/req  rss ${step.rssMb} MB`,
     );
     steps.push(step);
     // A failed step leaves a backlog behind; the next must not inherit it.
@@ -232,7 +240,7 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
       rssMb: best?.rssMb ?? rss(),
       steps,
     };
-    if (sut.role === 'bridge' && best && !plan.fixed) result.overload = await overload(pids, rss, sut.label, fleet, best.rate * 2, plan, run);
+    if (sut.role === 'bridge' && best && !plan.fixed) result.overload = await overload(pids, rss, sut, fleet, best.rate * 2, plan, run);
     return result;
   } finally {
     await fleet.close();
@@ -242,15 +250,17 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
 async function overload(
   pids: number[],
   rss: () => number,
-  label: string,
+  sut: Sut,
   fleet: LoadFleet,
   rate: number,
   plan: Plan,
   run: (rate: number, durationS: number, waitMs?: number, leadS?: number) => Promise<StepSummary>,
 ): Promise<OverloadResult> {
   const rssStartMb = rss();
+  const shedBefore = await sut.shed?.();
   const s = await run(rate, plan.overloadS, OVERLOAD_WAIT_MS);
   endProgress();
+  const shed = sut.shed && shedBefore ? countsSince(shedBefore, await sut.shed()) : undefined;
   const alive = pids.every((pid) => isAlive(pid));
   const rssEndMb = alive ? rss() : 0;
   // Alive is not enough: it must still answer.
@@ -266,8 +276,9 @@ async function overload(
     rssEndMb,
     latencyMs: { p50: s.latencyMs.p50, p99: s.latencyMs.p99 },
     survived: alive && probe !== undefined && probe.lost === 0 && probe.ok === probe.sent,
+    ...(shed ? { shed } : {}),
   };
-  log(`${label} overload @ ${rate}: sent ${s.sent} ok ${s.ok} errors ${JSON.stringify(s.errors)} lost ${s.lost} p50 ${s.latencyMs.p50} p99 ${s.latencyMs.p99} ms rss ${rssStartMb} → ${rssEndMb} MB survived ${result.survived}`);
+  log(`${sut.label} overload @ ${rate}: sent ${s.sent} ok ${s.ok} errors ${JSON.stringify(s.errors)}${shed ? ` shed ${JSON.stringify(shed)}` : ''} lost ${s.lost} p50 ${s.latencyMs.p50} p99 ${s.latencyMs.p99} ms rss ${rssStartMb} → ${rssEndMb} MB survived ${result.survived}`);
   return result;
 }
 
@@ -286,7 +297,15 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
   }
   if (id === 'memory') {
     const service = await startServiceProcess(bridgeEnv(upstream.url, {}), { nodeArgs });
-    return { id, label: '(b) bridge + memory', role: 'bridge', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
+    return {
+      id,
+      label: '(b) bridge + memory',
+      role: 'bridge',
+      services: [service],
+      cpu: {},
+      shed: () => shedCounts([service]),
+      stop: async () => void (await service.stop()),
+    };
   }
   const prefix = `bench-${randomBytes(4).toString('hex')}`;
   const env = bridgeEnv(upstream.url, { REDIS_URL: redisUrl, REDIS_PREFIX: prefix });
@@ -313,6 +332,7 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
     role: 'bridge',
     services,
     cpu: { redis: () => redisCpu },
+    ...(id === 'bullmq' ? {} : { shed: () => shedCounts(services) }),
     async stop() {
       clearInterval(poll);
       await Promise.all(services.map((s) => s.stop()));
@@ -320,6 +340,24 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
       admin.disconnect();
     },
   };
+}
+
+/** `edge_ai_bridge_shed_total` of every instance, summed by reason. */
+async function shedCounts(services: ServiceProcess[]): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const service of services) {
+    const text = await (await fetch(`http://127.0.0.1:${service.httpPort}/metrics`)).text();
+    for (const [, labels = '', value] of text.matchAll(/^edge_ai_bridge_shed_total\{([^}]*)\} (\d+)$/gm)) {
+      const reason = /reason="([^"]+)"/.exec(labels)?.[1] ?? 'unknown';
+      counts[reason] = (counts[reason] ?? 0) + Number(value);
+    }
+  }
+  return counts;
+}
+
+/** What each count grew by since `before`, leaving out those that did not. */
+function countsSince(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]).filter(([, n]) => n !== 0));
 }
 
 async function measureIdle(count: number, upstream: Upstream, lightLoadS: number, settleS: number): Promise<IdleResult> {

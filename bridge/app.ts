@@ -96,6 +96,13 @@ export async function startBridge(
   });
   const results = new CountingResults(broker.publish, metrics);
   const { routing, cache, prices, embeddingModel } = readConfigFile(config.configFile);
+  const shedder = new LoadShedder({
+    overloadDelayMs: config.overloadDelayMs,
+    maxPendingAdmissions: config.maxPendingAdmissions,
+    overloadQueueWaitMs: config.overloadQueueWaitMs,
+    logger: log.child({ module: 'overload' }),
+    observer: metrics,
+  });
   const scheduler = new Scheduler(
     { ...config, prices, embeddingModel },
     coordination.store,
@@ -105,14 +112,9 @@ export async function startBridge(
     instanceId,
     Date.now,
     metrics,
+    shedder,
   );
   schedulerRef = scheduler;
-  const shedder = new LoadShedder({
-    overloadDelayMs: config.overloadDelayMs,
-    maxPendingAdmissions: config.maxPendingAdmissions,
-    logger: log.child({ module: 'overload' }),
-    observer: metrics,
-  });
   shedder.start();
   intake = new Intake({
     config,

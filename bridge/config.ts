@@ -104,6 +104,7 @@ const EnvSchema = z.object({
   MAX_SUBSCRIPTIONS: int(1).default(100),
   OVERLOAD_DELAY_MS: int(0).default(100),
   MAX_PENDING_ADMISSIONS: int(1).default(2000),
+  OVERLOAD_QUEUE_WAIT_MS: int(0).default(0),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
       error: 'must be one of fatal, error, warn, info, debug, trace, silent',
@@ -161,6 +162,8 @@ export interface Config {
   overloadDelayMs: number;
   /** Not in the contract's table: admissions waiting for the store before new requests are shed. */
   maxPendingAdmissions: number;
+  /** Not in the contract's table: queue wait over which intake sheds load; 0 (default) = guard off. */
+  overloadQueueWaitMs: number;
   logLevel: Env['LOG_LEVEL'];
 }
 
@@ -248,6 +251,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxSubscriptions: e.MAX_SUBSCRIPTIONS,
     overloadDelayMs: e.OVERLOAD_DELAY_MS,
     maxPendingAdmissions: e.MAX_PENDING_ADMISSIONS,
+    overloadQueueWaitMs: e.OVERLOAD_QUEUE_WAIT_MS,
     logLevel: e.LOG_LEVEL,
   };
 }

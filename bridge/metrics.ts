@@ -63,7 +63,7 @@ export interface MetricsSnapshot {
 type Child = { inc(value?: number): void };
 type HistogramChild = { observe(value: number): void };
 
-const SHED_REASONS: readonly ShedReason[] = ['event_loop', 'admissions'];
+const SHED_REASONS: readonly ShedReason[] = ['event_loop', 'admissions', 'queue_wait'];
 
 export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
   readonly registry = new Registry();
@@ -117,7 +117,7 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
 
     const shed = new Counter({
       name: `${PREFIX}shed_total`,
-      help: 'Requests answered queue_full by the overload guard before admission, by priority and reason (event_loop, admissions)',
+      help: 'Requests answered queue_full by the overload guard before admission, by priority and reason (event_loop, admissions, queue_wait)',
       labelNames: ['priority', 'reason'] as const,
       registers,
     });

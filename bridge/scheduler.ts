@@ -44,6 +44,17 @@ export interface SchedulerObserver {
   usage(model: string, promptTokens: number, completionTokens: number, costUsd: number): void;
 }
 
+/** What the queue-wait overload guard learns from the claims (bridge/overload.ts). */
+export interface QueueWaitSink {
+  claimed(priority: Job['priority'], waitMs: number, locked: boolean): void;
+  /** A claim or a retry was held back by the upstream rate budget or a 429 pause. */
+  claimHeld(): void;
+  /** A claim took less than it asked for: nothing was waiting. */
+  queueDrained(): void;
+}
+
+const NO_QUEUE_WAIT: QueueWaitSink = { claimed: () => undefined, claimHeld: () => undefined, queueDrained: () => undefined };
+
 const NO_OBSERVER: SchedulerObserver = {
   claimed: () => undefined,
   answered: () => undefined,
@@ -129,6 +140,7 @@ export class Scheduler {
     private readonly owner: string,
     private readonly clock: () => number = Date.now,
     private readonly observer: SchedulerObserver = NO_OBSERVER,
+    private readonly queueWait: QueueWaitSink = NO_QUEUE_WAIT,
   ) {
     this.leaseMs = config.upstreamTimeoutMs + LEASE_MARGIN_MS;
     this.debugLines = logger.isLevelEnabled('debug');
@@ -287,6 +299,8 @@ export class Scheduler {
     this.backlog = claimed.jobs.length >= asked;
     const leads = this.leadAll(claimed.jobs, now, known);
     claimed.jobs.forEach((job, i) => this.run(job, now, leads[i]));
+    if (claimed.retryAtMs !== undefined) this.queueWait.claimHeld();
+    else if (!this.backlog && claimed.expired.length === 0) this.queueWait.queueDrained();
     return claimed.retryAtMs;
   }
 
@@ -310,7 +324,9 @@ export class Scheduler {
   }
 
   private run(job: ClaimedJob, claimedAt: number, firstLead: Promise<Lead> | undefined): void {
-    this.observer.claimed(job.priority, job.arrivalMs, job.request.lock !== undefined, claimedAt);
+    const locked = job.request.lock !== undefined;
+    this.observer.claimed(job.priority, job.arrivalMs, locked, claimedAt);
+    this.queueWait.claimed(job.priority, claimedAt - job.arrivalMs, locked);
     const abort = new AbortController();
     const entry: Running = {
       job,
@@ -464,6 +480,7 @@ export class Scheduler {
         throw new BridgeError('expired', 'ttl_ms passed while a retry waited for upstream rate budget');
       }
       if (!waited) this.observer.rateLimitWait();
+      this.queueWait.claimHeld();
       waited = true;
       await sleep(Math.max(1, take.retryAtMs - now), undefined, { signal: entry.abort.signal });
       if (entry.leaseLost || performance.now() + this.config.upstreamTimeoutMs >= entry.leaseUntil) throw new LeaseLost();

@@ -107,6 +107,65 @@ describe('overload', () => {
     expect(low.replies).toHaveLength(before + 1);
   });
 
+  it('with OVERLOAD_QUEUE_WAIT_MS, sheds normal once admitted work waits too long for a slow upstream, keeps serving critical, and admits again once the queue drained', async () => {
+    // Two slots of 100 ms: 20 requests/s. Offered: 100 normal/s for 2 s, and a critical every 10th.
+    h = await startHarness(
+      { OVERLOAD_QUEUE_WAIT_MS: '300', MAX_CONCURRENCY: '2', DEVICE_RATE_LIMIT_RPM: '100000', CACHE_TTL_S: '0' },
+      { latencyMs: 100 },
+    );
+    const normal = await h.device('cam-normal');
+    const critical = await h.device('cam-crit');
+    const ids = new Map<Device, string[]>([
+      [normal, []],
+      [critical, []],
+    ]);
+    const end = Date.now() + 2000;
+    for (let i = 0; Date.now() < end; i += 1) {
+      send(normal, 'normal', `n-${i}`);
+      ids.get(normal)?.push(`n-${i}`);
+      if (i % 10 === 0) {
+        send(critical, 'critical', `c-${i}`);
+        ids.get(critical)?.push(`c-${i}`);
+      }
+      await sleep(10);
+    }
+
+    await allAnswered([normal, critical], ids, 30_000);
+    await sleep(300); // a second reply to any id would arrive here
+    for (const device of [normal, critical]) {
+      const counts = countsById(device.replies);
+      expect(counts.size, `${device.deviceId}: replies to ids never sent`).toBe(ids.get(device)?.length);
+      for (const [id, n] of counts) expect(n, `${device.deviceId}/${String(id)} replies`).toBe(1);
+    }
+    expect(critical.replies.map((r) => [r.id, r.ok])).toEqual((ids.get(critical) ?? []).map((id) => [id, true]));
+
+    const sent = ids.get(normal)?.length ?? 0;
+    const shed = normal.replies.filter((r) => !r.ok);
+    const served = normal.replies.filter((r) => r.ok);
+    const queuedMs = served.map((r) => (r.ok ? r.timing.queued_ms : 0)).sort((a, b) => a - b);
+    console.log(`[queue-wait guard] normal sent ${sent}, served ${served.length}, shed ${shed.length}; queued_ms of served: median ${queuedMs[Math.floor(queuedMs.length / 2)]}, max ${queuedMs.at(-1)}`);
+    // Far more was offered than two slots serve in the time; without the guard all of it queues.
+    expect(shed.length).toBeGreaterThan(sent / 3);
+    for (const reply of shed) {
+      expect(reply).toMatchObject({ ok: false, priority: 'normal', error: { code: 'queue_full' } });
+      if (reply.ok) continue;
+      expect(reply.error.message).toMatch(/^bridge overloaded \(queue wait \d+ ms, OVERLOAD_QUEUE_WAIT_MS 300\): retry later$/);
+      expect(reply.error.retry_after_ms).toBeGreaterThanOrEqual(1000);
+    }
+    // The upstream saw only what was admitted: each served request once, no shed one.
+    expect(h.upstream.requests.length).toBe(served.length + (ids.get(critical)?.length ?? 0));
+    const samples = await scrape(h.bridge);
+    expect(sampleValue(samples, 'edge_ai_bridge_shed_total', { priority: 'normal', reason: 'queue_wait' })).toBe(shed.length);
+    expect(sampleValue(samples, 'edge_ai_bridge_shed_total', { priority: 'critical', reason: 'queue_wait' })).toBe(0);
+
+    // The queue has drained: a window without a claim ended the overload, and the same id is admitted.
+    await sleep(500);
+    const retried = shed[0]?.id ?? 'none';
+    send(normal, 'normal', retried);
+    const replies = await normal.reply(retried, { count: 2 });
+    expect(replies[1]).toMatchObject({ id: retried, ok: true, cached: false });
+  });
+
   it('sheds every priority over MAX_PENDING_ADMISSIONS while the store is slow, and admits again after', async () => {
     const store = new MemoryStore();
     const admit = store.admit.bind(store);

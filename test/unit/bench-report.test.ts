@@ -142,7 +142,11 @@ describe('formatReport', () => {
       ...system('redis', 'bridge, Redis store', 3_000),
       overload: { ...overload, errors: {}, rssStartMb: 0, survived: false },
     };
-    const md = formatReport(results([system('echo', 'echo', 30_000), memory, redis]));
+    const shedding: SystemResult = {
+      ...system('redis-x2', 'two bridges', 3_000),
+      overload: { ...overload, errors: { queue_full: 1234, expired: 12 }, shed: { queue_wait: 1200, event_loop: 34, admissions: 0 } },
+    };
+    const md = formatReport(results([system('echo', 'echo', 30_000), memory, redis, shedding]));
     expect(md).toContain('### Overload');
     const overloadPart = md.slice(md.indexOf('### Overload'));
     expect(row(overloadPart, 'bridge, memory store')).toEqual([
@@ -159,6 +163,8 @@ describe('formatReport', () => {
       'yes',
     ]);
     expect(row(overloadPart, 'bridge, Redis store').slice(5)).toEqual(['none', '3', '812.4 / 2 950.0', '0 → 250', '—', 'no']);
+    // The bridge's own refusals say why, beside the code.
+    expect(row(overloadPart, 'two bridges')[5]).toBe('queue_full 1 234 (queue_wait 1 200, event_loop 34) · expired 12');
     expect(overloadPart).not.toContain('| echo |');
   });
 

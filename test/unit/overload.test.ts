@@ -14,7 +14,7 @@ interface Setup {
   advance(ms: number): void;
 }
 
-function setup(overloadDelayMs = 100, maxPendingAdmissions = 1000): Setup {
+function setup(overloadDelayMs = 100, maxPendingAdmissions = 1000, overloadQueueWaitMs = 0): Setup {
   let next = 0;
   let now = 0;
   const source: DelaySource = { takeWindowMs: () => next, close: () => undefined };
@@ -26,6 +26,7 @@ function setup(overloadDelayMs = 100, maxPendingAdmissions = 1000): Setup {
   const shedder = new LoadShedder({
     overloadDelayMs,
     maxPendingAdmissions,
+    overloadQueueWaitMs,
     logger,
     delaySource: source,
     clock: () => now,
@@ -44,7 +45,8 @@ function setup(overloadDelayMs = 100, maxPendingAdmissions = 1000): Setup {
       const error = shedder.check(priority);
       if (!error) return undefined;
       expect(error.code).toBe('queue_full');
-      return error.message.includes('MAX_PENDING_ADMISSIONS') ? 'admissions' : 'event_loop';
+      if (error.message.includes('MAX_PENDING_ADMISSIONS')) return 'admissions';
+      return error.message.includes('OVERLOAD_QUEUE_WAIT_MS') ? 'queue_wait' : 'event_loop';
     },
     observed,
     logs,
@@ -150,6 +152,110 @@ describe('LoadShedder: admissions in flight', () => {
       ['low', 'event_loop'],
       ['critical', 'admissions'],
     ]);
+  });
+});
+
+describe('LoadShedder: queue-wait guard', () => {
+  /** A window (event loop quiet) in which jobs of these priorities were claimed after these waits. */
+  const waitWindow = (s: Setup, claims: Array<[Priority, number, boolean?]>, held = false): void => {
+    for (const [priority, waitMs, locked] of claims) s.shedder.claimed(priority, waitMs, locked ?? false);
+    if (held) s.shedder.claimHeld();
+    s.window(0);
+  };
+
+  it('sheds normal and low from the first window in which every normal job claimed waited over OVERLOAD_QUEUE_WAIT_MS', () => {
+    const s = setup(100, 1000, 1000);
+    waitWindow(s, [['normal', 1000]]); // at the threshold is not over it
+    expect(shedPriorities(s)).toEqual([]);
+    waitWindow(s, [['normal', 1200], ['normal', 1300]]);
+    expect(shedPriorities(s)).toEqual(['normal', 'low']);
+    expect(shedPriorities(s).map((p) => s.shedBy(p))).toEqual(['queue_wait', 'queue_wait']);
+  });
+
+  it('reads the shortest wait of a window: one job put back after a crash does not trip it', () => {
+    const s = setup(100, 1000, 1000);
+    waitWindow(s, [['normal', 60_000], ['normal', 20]]);
+    expect(shedPriorities(s)).toEqual([]);
+  });
+
+  it('sheds a priority for its own wait and for the wait of those above it, high only over twice, never critical', () => {
+    const low = setup(100, 1000, 1000);
+    waitWindow(low, [['low', 5000], ['normal', 10]]);
+    expect(shedPriorities(low)).toEqual(['low']);
+
+    const high = setup(100, 1000, 1000);
+    waitWindow(high, [['high', 1500]]);
+    expect(shedPriorities(high)).toEqual(['normal', 'low']);
+    waitWindow(high, [['high', 2001]]);
+    expect(shedPriorities(high)).toEqual(['high', 'normal', 'low']);
+
+    const critical = setup(100, 1000, 1000);
+    waitWindow(critical, [['critical', 60_000]]);
+    expect(shedPriorities(critical)).toEqual([]);
+  });
+
+  it('does not count jobs that waited for their lock', () => {
+    const s = setup(100, 1000, 1000);
+    waitWindow(s, [['normal', 5000, true]]);
+    expect(shedPriorities(s)).toEqual([]);
+  });
+
+  it('stops under half the threshold, or on a window without a claim, so a queue that ran dry is admitted again', () => {
+    const s = setup(100, 1000, 1000);
+    const enter = (): void => {
+      waitWindow(s, [['normal', 1500]]);
+      expect(shedPriorities(s)).toEqual(['normal', 'low']);
+    };
+    enter();
+    waitWindow(s, [['normal', 800]]); // between half and the threshold: stays
+    expect(shedPriorities(s)).toEqual(['normal', 'low']);
+    waitWindow(s, [['normal', 499]]);
+    expect(shedPriorities(s)).toEqual([]);
+    enter();
+    waitWindow(s, []);
+    expect(shedPriorities(s)).toEqual([]);
+  });
+
+  it('admits again at once when a claim finds the queue empty, without waiting for the window', () => {
+    const s = setup(100, 1000, 1000);
+    waitWindow(s, [['normal', 1500]]);
+    expect(shedPriorities(s)).toEqual(['normal', 'low']);
+    s.shedder.claimed('normal', 1400, false); // the backlog's tail, in the window now running
+    s.shedder.queueDrained();
+    expect(shedPriorities(s)).toEqual([]);
+    s.window(0); // and the tail does not count at the window's end
+    expect(shedPriorities(s)).toEqual([]);
+  });
+
+  it('ignores a window in which claims were held back by the rate budget or a 429 pause', () => {
+    const s = setup(100, 1000, 1000);
+    waitWindow(s, [['normal', 5000]], true);
+    expect(shedPriorities(s)).toEqual([]);
+    waitWindow(s, [['normal', 5000]]);
+    expect(shedPriorities(s)).toEqual(['normal', 'low']);
+    waitWindow(s, [['normal', 5000]], true); // and a held window ends it
+    expect(shedPriorities(s)).toEqual([]);
+  });
+
+  it('answers with the wait, the threshold and a retry_after_ms of the wait (1 to 10 s), and counts the reason', () => {
+    const s = setup(100, 1000, 1000);
+    waitWindow(s, [['normal', 1800.4], ['low', 700]]);
+    expect(s.shedder.check('normal')?.message).toBe('bridge overloaded (queue wait 1800 ms, OVERLOAD_QUEUE_WAIT_MS 1000): retry later');
+    expect(s.shedder.check('normal')?.retryAfterMs).toBe(1800);
+    // low is shed for normal's wait (its own is under the threshold).
+    expect(s.shedder.check('low')?.message).toContain('queue wait 1800 ms');
+    waitWindow(s, [['normal', 60_000], ['low', 60_000]]);
+    expect(s.shedder.check('low')?.retryAfterMs).toBe(10_000);
+    expect(s.observed.shed.filter(([, reason]) => reason === 'queue_wait').length).toBe(4);
+    const short = setup(100, 1000, 300);
+    waitWindow(short, [['normal', 400]]);
+    expect(short.shedder.check('normal')?.retryAfterMs).toBe(1000);
+  });
+
+  it('is off by default and with OVERLOAD_QUEUE_WAIT_MS 0', () => {
+    const s = setup(100, 1000, 0);
+    for (let i = 0; i < 5; i += 1) waitWindow(s, [['normal', 60_000], ['low', 60_000]]);
+    expect(shedPriorities(s)).toEqual([]);
   });
 });
 

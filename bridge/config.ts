@@ -105,6 +105,7 @@ const EnvSchema = z.object({
   OVERLOAD_DELAY_MS: int(0).default(100),
   MAX_PENDING_ADMISSIONS: int(1).default(2000),
   OVERLOAD_QUEUE_WAIT_MS: int(0).default(0),
+  HEAP_GROWING_PERCENT: int(0).max(1000, 'must be at most 1000').default(50),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
       error: 'must be one of fatal, error, warn, info, debug, trace, silent',
@@ -164,6 +165,8 @@ export interface Config {
   maxPendingAdmissions: number;
   /** Not in the contract's table: queue wait over which intake sheds load; 0 (default) = guard off. */
   overloadQueueWaitMs: number;
+  /** Not in the contract's table: V8's old-generation growing factor, percent; 0 = V8's own (main.ts). */
+  heapGrowingPercent: number;
   logLevel: Env['LOG_LEVEL'];
 }
 
@@ -252,6 +255,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     overloadDelayMs: e.OVERLOAD_DELAY_MS,
     maxPendingAdmissions: e.MAX_PENDING_ADMISSIONS,
     overloadQueueWaitMs: e.OVERLOAD_QUEUE_WAIT_MS,
+    heapGrowingPercent: e.HEAP_GROWING_PERCENT,
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -7,9 +7,6 @@ import { ConfigError, loadConfig, isLoopback, type Config } from './config.js';
 import { readConfigFile, upstreamSettings } from './config-file.js';
 import { createLogger } from './logger.js';
 
-/** Set but not yet honoured by this version: refusing beats silently running without them. */
-const NOT_YET_SUPPORTED: Array<[keyof Config, string]> = [];
-
 function fail(message: string): never {
   process.stderr.write(`edge-ai-bridge: ${message}\n`);
   process.exit(2);
@@ -25,9 +22,6 @@ async function main(): Promise<void> {
   } catch (err) {
     if (err instanceof ConfigError) fail(err.message);
     throw err;
-  }
-  for (const [field, variable] of NOT_YET_SUPPORTED) {
-    if (config[field] !== undefined) fail(`${variable}: not supported by this version yet (see README, "Status of this version")`);
   }
   // V8 lets the old generation grow to several times what was live at its last full
   // collection before it collects again. A connection burst promotes each handshake's

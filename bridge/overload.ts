@@ -257,8 +257,9 @@ export class LoadShedder {
    * wait, whatever the jobs claimed earlier in this window waited, so it is admitted at once.
    */
   queueDrained(): void {
-    if (!this.queueWaitShedding) return;
+    if (!this.options.overloadQueueWaitMs) return;
     for (const priority of SHEDDABLE) this.waits[priority].drained();
+    if (!this.queueWaitShedding) return;
     this.queueWaitErrors = {};
     this.queueWaitShedding = false;
   }

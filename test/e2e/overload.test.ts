@@ -43,6 +43,45 @@ async function allAnswered(devices: Device[], ids: Map<Device, string[]>, timeou
   expect(missing(), 'requests without a reply').toEqual([]);
 }
 
+/**
+ * For `forMs`, sends one request of `priority` from `device` every `everyMs`, and a critical
+ * one from `critical` with every `criticalEvery`th. Returns the ids each device sent.
+ */
+async function offer(
+  device: Device,
+  priority: string,
+  critical: Device,
+  { forMs, everyMs, criticalEvery }: { forMs: number; everyMs: number; criticalEvery: number },
+): Promise<Map<Device, string[]>> {
+  const sentBy = new Map<Device, string[]>([
+    [device, []],
+    [critical, []],
+  ]);
+  const end = Date.now() + forMs;
+  for (let i = 0; Date.now() < end; i += 1) {
+    send(device, priority, `${priority}-${i}`);
+    sentBy.get(device)?.push(`${priority}-${i}`);
+    if (i % criticalEvery === 0) {
+      send(critical, 'critical', `critical-${i}`);
+      sentBy.get(critical)?.push(`critical-${i}`);
+    }
+    await sleep(everyMs);
+  }
+  return sentBy;
+}
+
+/** Every id sent got exactly one reply, and no reply came for an id never sent. */
+async function oneReplyEach(ids: Map<Device, string[]>, timeoutMs: number): Promise<void> {
+  const devices = [...ids.keys()];
+  await allAnswered(devices, ids, timeoutMs);
+  await sleep(300); // a second reply to any id would arrive here
+  for (const device of devices) {
+    const counts = countsById(device.replies);
+    expect(counts.size, `${device.deviceId}: replies to ids never sent`).toBe(ids.get(device)?.length);
+    for (const [id, n] of counts) expect(n, `${device.deviceId}/${String(id)} replies`).toBe(1);
+  }
+}
+
 const countsById = (replies: Reply[]): Map<string | null, number> => {
   const counts = new Map<string | null, number>();
   for (const r of replies) counts.set(r.id, (counts.get(r.id) ?? 0) + 1);
@@ -54,33 +93,13 @@ describe('overload', () => {
     h = await startHarness({ OVERLOAD_DELAY_MS: '100', DEVICE_RATE_LIMIT_RPM: '100000' });
     const low = await h.device('cam-low');
     const critical = await h.device('cam-crit');
-    const ids = new Map<Device, string[]>([
-      [low, []],
-      [critical, []],
-    ]);
 
     // ~2 s of blocked loop; requests go out in the gaps between blocks, as the loop allows.
     blocker = blockLoop(300, 400);
-    const end = Date.now() + 2000;
-    for (let i = 0; Date.now() < end; i += 1) {
-      send(low, 'low', `low-${i}`);
-      ids.get(low)?.push(`low-${i}`);
-      if (i % 4 === 0) {
-        send(critical, 'critical', `crit-${i}`);
-        ids.get(critical)?.push(`crit-${i}`);
-      }
-      await sleep(20);
-    }
+    const ids = await offer(low, 'low', critical, { forMs: 2000, everyMs: 20, criticalEvery: 4 });
     clearInterval(blocker);
     blocker = undefined;
-
-    await allAnswered([low, critical], ids, 10_000);
-    await sleep(300); // a second reply to any id would arrive here
-    for (const device of [low, critical]) {
-      const counts = countsById(device.replies);
-      expect(counts.size, `${device.deviceId}: replies to ids never sent`).toBe(ids.get(device)?.length);
-      for (const [id, n] of counts) expect(n, `${device.deviceId}/${String(id)} replies`).toBe(1);
-    }
+    await oneReplyEach(ids, 10_000);
 
     const shed = low.replies.filter((r) => !r.ok);
     expect(shed.length).toBeGreaterThan(0);
@@ -115,28 +134,8 @@ describe('overload', () => {
     );
     const normal = await h.device('cam-normal');
     const critical = await h.device('cam-crit');
-    const ids = new Map<Device, string[]>([
-      [normal, []],
-      [critical, []],
-    ]);
-    const end = Date.now() + 2000;
-    for (let i = 0; Date.now() < end; i += 1) {
-      send(normal, 'normal', `n-${i}`);
-      ids.get(normal)?.push(`n-${i}`);
-      if (i % 10 === 0) {
-        send(critical, 'critical', `c-${i}`);
-        ids.get(critical)?.push(`c-${i}`);
-      }
-      await sleep(10);
-    }
-
-    await allAnswered([normal, critical], ids, 30_000);
-    await sleep(300); // a second reply to any id would arrive here
-    for (const device of [normal, critical]) {
-      const counts = countsById(device.replies);
-      expect(counts.size, `${device.deviceId}: replies to ids never sent`).toBe(ids.get(device)?.length);
-      for (const [id, n] of counts) expect(n, `${device.deviceId}/${String(id)} replies`).toBe(1);
-    }
+    const ids = await offer(normal, 'normal', critical, { forMs: 2000, everyMs: 10, criticalEvery: 10 });
+    await oneReplyEach(ids, 30_000);
     expect(critical.replies.map((r) => [r.id, r.ok])).toEqual((ids.get(critical) ?? []).map((id) => [id, true]));
 
     const sent = ids.get(normal)?.length ?? 0;

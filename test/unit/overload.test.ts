@@ -225,6 +225,12 @@ describe('LoadShedder: queue-wait guard', () => {
     expect(shedPriorities(s)).toEqual([]);
     s.window(0); // and the tail does not count at the window's end
     expect(shedPriorities(s)).toEqual([]);
+
+    // Nor does a backlog's tail that was claimed before the queue ran dry, when not shedding yet.
+    s.shedder.claimed('normal', 5000, false);
+    s.shedder.queueDrained();
+    s.window(0);
+    expect(shedPriorities(s)).toEqual([]);
   });
 
   it('ignores a window in which claims were held back by the rate budget or a 429 pause', () => {

@@ -51,7 +51,7 @@ export async function startBridge(
   // Read before anything starts: a bad CONFIG_FILE is a ConfigError (exit 2 in main).
   const upstreamConfig = upstreamSettings(config, readConfigFile(config.configFile));
   const coordination: Coordination = store
-    ? { kind: 'memory', store, plugins: undefined, healthy: () => true, close: async () => {} }
+    ? { kind: 'memory', store, plugins: undefined, healthy: () => true, instances: () => 1, close: async () => {} }
     : await openCoordination(config, log);
   // The provider chain (primary, fallback, CONFIG_FILE providers) with a circuit breaker per
   // provider, shared through Redis when the bridge coordinates through one.
@@ -96,14 +96,27 @@ export async function startBridge(
   });
   const results = new CountingResults(broker.publish, metrics);
   const { routing, cache, prices, embeddingModel } = readConfigFile(config.configFile);
-  const shedder = new LoadShedder({
+  const shedder: LoadShedder = new LoadShedder({
     overloadDelayMs: config.overloadDelayMs,
     maxPendingAdmissions: config.maxPendingAdmissions,
     overloadQueueWaitMs: config.overloadQueueWaitMs,
+    ...(config.overloadQueueWaitMs > 0
+      ? {
+          queueEstimate: {
+            depth: () => coordination.store.queueDepth(),
+            // Every instance's slots, each held for about as long as ours are.
+            capacityPerS: (): number | undefined => {
+              const instances = coordination.instances();
+              const holdMs: number | undefined = scheduler.meanHoldMs;
+              return instances && holdMs ? (instances * config.maxConcurrency * 1000) / holdMs : undefined;
+            },
+          },
+        }
+      : {}),
     logger: log.child({ module: 'overload' }),
     observer: metrics,
   });
-  const scheduler = new Scheduler(
+  const scheduler: Scheduler = new Scheduler(
     { ...config, prices, embeddingModel },
     coordination.store,
     upstream,

@@ -20,6 +20,8 @@ export interface Coordination {
   redis?: Redis | undefined;
   /** False while Redis is out of reach. */
   healthy(): boolean;
+  /** Bridge instances sharing this queue, this one included; undefined when unknown. */
+  instances(): number | undefined;
   /** Closes what the broker does not (the broker closes the plugins). */
   close(): Promise<void>;
 }
@@ -31,7 +33,7 @@ export async function openCoordination(
   logger: Logger,
 ): Promise<Coordination> {
   if (config.redisUrl === undefined) {
-    return { kind: 'memory', store: new MemoryStore(), plugins: undefined, healthy: () => true, close: async () => {} };
+    return { kind: 'memory', store: new MemoryStore(), plugins: undefined, healthy: () => true, instances: () => 1, close: async () => {} };
   }
   const log = logger.child({ module: 'redis' });
   const redis = new Redis(config.redisUrl, {
@@ -95,6 +97,7 @@ export async function openCoordination(
     plugins,
     redis,
     healthy: () => redis.status === 'ready',
+    instances: () => presence.instances,
     async close() {
       // Only now, with the broker closed: until then other instances must keep publishing through Redis.
       await presence.leave();

@@ -165,6 +165,7 @@ export class Intake {
     const log = this.logger;
     switch (result.kind) {
       case 'queued':
+        this.deps.shedder.admitted(priority);
         if (this.debugLines) log.debug({ ...fields, priority }, 'request queued');
         if (!claim) dispatch.wake();
         return 'queued';

@@ -6,22 +6,15 @@
 //   holds, so new low-value work is refused first (priority-aware, with hysteresis);
 // - admissions in flight: with a slow store (Redis), requests waiting for their admission
 //   pile up in memory whatever the loop does, so their number is bounded (every priority);
-// - queue wait (opt-in): when the upstream is the bottleneck the loop stays quick and the
-//   queue absorbs the excess up to QUEUE_MAX, so every reply comes seconds late; the wait of
-//   the jobs this instance starts says so, per priority, and new work of that priority (and
-//   below) is refused instead of joining the wait.
+// - queue wait (opt-in, queue-wait.ts): when the upstream is the bottleneck the loop stays
+//   quick while the queue absorbs the excess, and every reply comes seconds late.
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import type { Priority } from './contract.js';
 import { BridgeError } from './errors.js';
 import type { Logger } from './logger.js';
+import { QueueWaitGuard, type QueueEstimate } from './queue-wait.js';
 
 export type ShedReason = 'event_loop' | 'admissions' | 'queue_wait';
-
-/** What the queue-wait guard measures and may shed: `critical` is never shed by it. */
-type Sheddable = Exclude<Priority, 'critical'>;
-const SHEDDABLE: readonly Sheddable[] = ['high', 'normal', 'low'];
-/** The priorities whose long wait sheds a new request of this one: its own and those above it. */
-const SHED_BY_WAIT_OF: Record<Sheddable, readonly Sheddable[]> = { high: ['high'], normal: ['high', 'normal'], low: ['high', 'normal', 'low'] };
 
 /** The event-loop delay of consecutive windows. */
 export interface DelaySource {
@@ -42,6 +35,8 @@ export interface LoadShedderOptions {
   maxPendingAdmissions: number;
   /** OVERLOAD_QUEUE_WAIT_MS; 0 (the default) turns the queue-wait guard off. */
   overloadQueueWaitMs?: number;
+  /** Without it, the queue-wait guard only measures. */
+  queueEstimate?: QueueEstimate;
   logger: Logger;
   observer?: OverloadObserver;
   /** Tests inject windows; by default start() measures the real loop. */
@@ -91,46 +86,6 @@ export function eventLoopDelaySource(windowMs: number): DelaySource {
   };
 }
 
-/**
- * The queue wait of one priority's claimed jobs, window by window. The window's shortest wait:
- * jobs of one priority are claimed in arrival order, so the shortest is the newest, what a
- * request arriving now can expect at best; a job put back after its instance died keeps its
- * arrival time and would make the longest meaningless. Being a minimum over the window's
- * claims, one window over the threshold is evidence enough: this guard enters at once, because
- * it reads the wait of work admitted a whole wait ago, and every window more it waited would
- * admit another window of requests that wait longer still.
- */
-class WaitWindows {
-  private shortestMs = Infinity;
-  overloaded = false;
-  /** The last window's shortest wait (0 when it had no claim). */
-  waitMs = 0;
-
-  claimed(waitMs: number): void {
-    if (waitMs < this.shortestMs) this.shortestMs = waitMs;
-  }
-
-  /** The queue is empty: what this window's claims waited is history. */
-  drained(): void {
-    this.shortestMs = Infinity;
-    this.overloaded = false;
-  }
-
-  /**
-   * A window with no claim, or one in which the claims were held back on purpose (the
-   * upstream rate budget or a 429 pause), says nothing about overload: it leaves the state.
-   * That way a priority whose new work is all refused is admitted again once its queue ran
-   * dry, and is never refused for good.
-   */
-  close(thresholdMs: number, held: boolean): void {
-    const waitMs = held || this.shortestMs === Infinity ? undefined : this.shortestMs;
-    this.shortestMs = Infinity;
-    this.waitMs = waitMs ?? 0;
-    if (waitMs === undefined || waitMs < thresholdMs / 2) this.overloaded = false;
-    else if (waitMs > thresholdMs) this.overloaded = true;
-  }
-}
-
 /** Shed requests by reason, then priority, for the log. */
 type Counts = Partial<Record<ShedReason, Partial<Record<Priority, number>>>>;
 
@@ -142,12 +97,7 @@ export class LoadShedder {
   private delayMs = 0;
   private overloaded = false;
   private windowsOver = 0;
-  private readonly waits: Record<Sheddable, WaitWindows> = { high: new WaitWindows(), normal: new WaitWindows(), low: new WaitWindows() };
-  /** A claim in this window was held back by the rate budget or a pause. */
-  private held = false;
-  /** Per priority, built once per window like eventLoopError. */
-  private queueWaitErrors: Partial<Record<Sheddable, BridgeError>> = {};
-  private queueWaitShedding = false;
+  private readonly queueWait: QueueWaitGuard | undefined;
   /** Built once per window, not per shed request: shedding must stay cheap. */
   private eventLoopError: BridgeError | undefined;
   private readonly admissionsError: BridgeError;
@@ -163,6 +113,8 @@ export class LoadShedder {
     this.options = options;
     this.clock = options.clock ?? Date.now;
     this.source = options.delaySource;
+    const waitMs = options.overloadQueueWaitMs ?? 0;
+    this.queueWait = waitMs > 0 ? new QueueWaitGuard(waitMs, options.queueEstimate) : undefined;
     this.admissionsError = new BridgeError(
       'queue_full',
       `bridge overloaded (MAX_PENDING_ADMISSIONS ${options.maxPendingAdmissions} requests already wait for the store): retry later`,
@@ -204,27 +156,7 @@ export class LoadShedder {
           )
         : undefined;
     }
-    const waitThreshold = this.options.overloadQueueWaitMs ?? 0;
-    if (waitThreshold > 0) {
-      for (const priority of SHEDDABLE) this.waits[priority].close(waitThreshold, this.held);
-      this.held = false;
-      this.queueWaitErrors = {};
-      this.queueWaitShedding = false;
-      for (const priority of SHEDDABLE) {
-        // `high` like the event-loop guard: only once it waits twice the threshold.
-        const over = SHED_BY_WAIT_OF[priority]
-          .map((p) => this.waits[p])
-          .filter((w) => w.overloaded && (priority !== 'high' || w.waitMs > 2 * waitThreshold));
-        if (over.length === 0) continue;
-        this.queueWaitShedding = true;
-        const waitMs = Math.round(Math.max(...over.map((w) => w.waitMs)));
-        this.queueWaitErrors[priority] = new BridgeError(
-          'queue_full',
-          `bridge overloaded (queue wait ${waitMs} ms, OVERLOAD_QUEUE_WAIT_MS ${waitThreshold}): retry later`,
-          Math.min(MAX_RETRY_AFTER_MS, Math.max(MIN_RETRY_AFTER_MS, waitMs)),
-        );
-      }
-    }
+    this.queueWait?.evaluate();
     this.logState();
   }
 
@@ -234,34 +166,25 @@ export class LoadShedder {
     if (priority === 'critical') return undefined;
     const error = this.eventLoopError;
     if (error && (priority !== 'high' || this.delayMs > 2 * this.options.overloadDelayMs)) return this.shed(priority, 'event_loop', error);
-    const waitError = this.queueWaitErrors[priority];
+    const waitError = this.queueWait?.check(priority, this.pending);
     return waitError && this.shed(priority, 'queue_wait', waitError);
   }
 
-  /**
-   * A job was claimed after waiting `waitMs` in the queue (scheduler). A job that names a lock
-   * waited for its lock as much as for a slot, on purpose: it is not counted.
-   */
+  /** The queue-wait guard's events (scheduler, intake); nothing when it is off. */
   claimed(priority: Priority, waitMs: number, locked: boolean): void {
-    if (priority === 'critical' || locked || !this.options.overloadQueueWaitMs) return;
-    this.waits[priority].claimed(waitMs);
+    this.queueWait?.claimed(priority, waitMs, locked);
   }
 
-  /** A claim or a retry was held back by the upstream rate budget or a 429 pause (scheduler). */
   claimHeld(): void {
-    this.held = true;
+    this.queueWait?.claimHeld();
   }
 
-  /**
-   * A claim took less than it asked for: nothing is waiting (scheduler). New work will not
-   * wait, whatever the jobs claimed earlier in this window waited, so it is admitted at once.
-   */
   queueDrained(): void {
-    if (!this.options.overloadQueueWaitMs) return;
-    for (const priority of SHEDDABLE) this.waits[priority].drained();
-    if (!this.queueWaitShedding) return;
-    this.queueWaitErrors = {};
-    this.queueWaitShedding = false;
+    this.queueWait?.queueDrained();
+  }
+
+  admitted(priority: Priority): void {
+    this.queueWait?.admitted(priority);
   }
 
   /** Brackets a request's admission (store calls included), for MAX_PENDING_ADMISSIONS. */
@@ -288,7 +211,7 @@ export class LoadShedder {
     const context = {
       eventLoopDelayMs: Math.round(this.delayMs),
       pendingAdmissions: this.pending,
-      ...(this.options.overloadQueueWaitMs ? { queueWaitMs: this.queueWaitsMs() } : {}),
+      ...(this.queueWait ? { queueWait: this.queueWait.readings() } : {}),
     };
     if (this.shedSinceTick) {
       this.shedSinceTick = false;
@@ -297,7 +220,7 @@ export class LoadShedder {
         this.unlogged = {};
         this.lastSummaryAt = now;
       }
-    } else if (this.episodeShed > 0 && !this.overloaded && SHEDDABLE.every((p) => !this.waits[p].overloaded)) {
+    } else if (this.episodeShed > 0 && !this.overloaded && !this.queueWait?.refusing) {
       this.options.logger.info(
         { ...context, shed: this.unlogged, episodeShed: this.episodeShed, episodeMs: now - this.episodeStart },
         'load shedding stopped',
@@ -305,9 +228,5 @@ export class LoadShedder {
       this.unlogged = {};
       this.episodeShed = 0;
     }
-  }
-
-  private queueWaitsMs(): Record<Sheddable, number> {
-    return { high: Math.round(this.waits.high.waitMs), normal: Math.round(this.waits.normal.waitMs), low: Math.round(this.waits.low.waitMs) };
   }
 }

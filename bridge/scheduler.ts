@@ -55,6 +55,9 @@ export interface QueueWaitSink {
 
 const NO_QUEUE_WAIT: QueueWaitSink = { claimed: () => undefined, claimHeld: () => undefined, queueDrained: () => undefined };
 
+/** The weight of the latest job in meanHoldMs: about the last 20 jobs count. */
+const HOLD_SMOOTHING = 0.05;
+
 const NO_OBSERVER: SchedulerObserver = {
   claimed: () => undefined,
   answered: () => undefined,
@@ -130,6 +133,7 @@ export class Scheduler {
   private reapTimer: NodeJS.Timeout | undefined;
   /** Read once: per-request debug lines are skipped without building their logger. */
   private readonly debugLines: boolean;
+  private holdMs: number | undefined;
 
   constructor(
     private readonly config: SchedulerConfig,
@@ -323,8 +327,17 @@ export class Scheduler {
     });
   }
 
+  /**
+   * How long a job holds its slot, claim to reply, as a moving average over the last few dozen
+   * jobs; undefined before the first one ended. The overload guard's capacity estimate.
+   */
+  get meanHoldMs(): number | undefined {
+    return this.holdMs;
+  }
+
   private run(job: ClaimedJob, claimedAt: number, firstLead: Promise<Lead> | undefined): void {
     const locked = job.request.lock !== undefined;
+    const startedAt = performance.now();
     this.observer.claimed(job.priority, job.arrivalMs, locked, claimedAt);
     this.queueWait.claimed(job.priority, claimedAt - job.arrivalMs, locked);
     const abort = new AbortController();
@@ -338,6 +351,8 @@ export class Scheduler {
     };
     entry.done = this.execute(entry, claimedAt, firstLead).finally(() => {
       this.running.delete(job.key);
+      const heldMs = performance.now() - startedAt;
+      this.holdMs = this.holdMs === undefined ? heldMs : this.holdMs + HOLD_SMOOTHING * (heldMs - this.holdMs);
       // Waiting work is claimed when an admission brings it (it claims along) or the idle
       // poll finds it; a finished job looks for more at once only when some may be waiting
       // for its slot, or its lock may have freed a parked job. Otherwise it only makes sure

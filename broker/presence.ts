@@ -46,6 +46,7 @@ export class Presence {
   private marked = false;
   /** Bumped whenever the marker drops: a count asked before that says nothing about now. */
   private epoch = 0;
+  private lastCount: number | undefined;
   /** The last line logged about the count. */
   private reported = '';
   private readonly marker: Redis;
@@ -98,6 +99,11 @@ export class Presence {
     return performance.now() < this.aloneUntil;
   }
 
+  /** How many instances the last count found; undefined when it failed or cannot count (Redis Cluster). */
+  get instances(): number | undefined {
+    return this.lastCount;
+  }
+
   /** Counts the instances and updates `alone`; the count, or undefined when it failed. */
   private async count(): Promise<number | undefined> {
     const seq = ++this.asked;
@@ -115,6 +121,7 @@ export class Presence {
       this.applied = seq;
       const sure = live === 1 && this.marked && epoch === this.epoch && !this.clustered && !this.closed;
       this.aloneUntil = sure ? askedAt + TRUST_MS : 0;
+      this.lastCount = this.clustered || live === undefined || live < 1 ? undefined : live;
       this.report(live);
     }
     return live;

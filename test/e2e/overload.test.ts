@@ -165,6 +165,37 @@ describe('overload', () => {
     expect(replies[1]).toMatchObject({ id: retried, ok: true, cached: false });
   });
 
+  it('with OVERLOAD_QUEUE_WAIT_MS, refuses a burst beyond what the slots serve within the wait, as it arrives', async () => {
+    // Two slots of 100 ms: about 20 requests/s, so 300 ms of queue is about 6 requests.
+    h = await startHarness(
+      { OVERLOAD_QUEUE_WAIT_MS: '300', MAX_CONCURRENCY: '2', DEVICE_RATE_LIMIT_RPM: '100000', CACHE_TTL_S: '0' },
+      { latencyMs: 100 },
+    );
+    const device = await h.device('cam-burst');
+    // The capacity estimate needs to have seen jobs finish.
+    for (const id of ['warm-1', 'warm-2', 'warm-3']) {
+      send(device, 'normal', id);
+      await device.reply(id);
+    }
+    const ids = Array.from({ length: 60 }, (_, i) => `burst-${i}`);
+    for (const id of ids) send(device, 'normal', id); // at once
+    await oneReplyEach(new Map([[device, ['warm-1', 'warm-2', 'warm-3', ...ids]]]), 20_000);
+
+    const burst = device.replies.filter((r) => r.id?.startsWith('burst-'));
+    const served = burst.filter((r) => r.ok);
+    const refused = burst.filter((r) => !r.ok);
+    const waited = served.map((r) => (r.ok ? r.timing.queued_ms : 0));
+    console.log(`[queue-wait burst] 60 at once: served ${served.length}, refused ${refused.length}; queued_ms of served max ${Math.max(...waited)}`);
+    // Two start at once, about 6 queue behind them; without the estimate all 60 queue (3 s).
+    expect(served.length).toBeGreaterThanOrEqual(4);
+    expect(served.length).toBeLessThanOrEqual(16);
+    for (const reply of refused) {
+      expect(reply).toMatchObject({ ok: false, error: { code: 'queue_full' } });
+      if (!reply.ok) expect(reply.error.message).toMatch(/queue wait \d+ ms, OVERLOAD_QUEUE_WAIT_MS 300/);
+    }
+    expect(h.upstream.requests.length).toBe(3 + served.length);
+  });
+
   it('sheds every priority over MAX_PENDING_ADMISSIONS while the store is slow, and admits again after', async () => {
     const store = new MemoryStore();
     const admit = store.admit.bind(store);

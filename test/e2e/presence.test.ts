@@ -42,12 +42,15 @@ describe('Presence', () => {
     const prefix = uniquePrefix('presence');
     const first = await join(prefix, 'one');
     expect(first.alone).toBe(true);
+    expect(first.instances).toBe(1);
     const second = await join(prefix, 'two');
     // The safety property: when the newcomer may start its broker, nobody believes it is alone.
     expect(first.alone).toBe(false);
     expect(second.alone).toBe(false);
+    expect([first.instances, second.instances]).toEqual([2, 2]);
     await second.leave();
     await expect.poll(() => first.alone, { timeout: 3000 }).toBe(true);
+    expect(first.instances).toBe(1);
   });
 
   it('logs a line when the count changes, not on every poll', async () => {
@@ -78,6 +81,7 @@ describe('Presence', () => {
     expect(presence.alone).toBe(true);
     redis.disconnect();
     await expect.poll(() => presence.alone, { timeout: 3000 }).toBe(false);
+    expect(presence.instances).toBeUndefined();
     await redis.connect();
     await expect.poll(() => presence.alone, { timeout: 3000 }).toBe(true);
   });

@@ -3,6 +3,8 @@ import { describe, expect, it } from 'vitest';
 import type { Priority } from '../../bridge/contract.js';
 import { createLogger } from '../../bridge/logger.js';
 import { LoadShedder, type DelaySource, type ShedReason } from '../../bridge/overload.js';
+import type { QueueEstimate } from '../../bridge/queue-wait.js';
+import type { QueueDepth } from '../../bridge/store/types.js';
 
 interface Setup {
   shedder: LoadShedder;
@@ -14,7 +16,7 @@ interface Setup {
   advance(ms: number): void;
 }
 
-function setup(overloadDelayMs = 100, maxPendingAdmissions = 1000, overloadQueueWaitMs = 0): Setup {
+function setup(overloadDelayMs = 100, maxPendingAdmissions = 1000, overloadQueueWaitMs = 0, queueEstimate?: QueueEstimate): Setup {
   let next = 0;
   let now = 0;
   const source: DelaySource = { takeWindowMs: () => next, close: () => undefined };
@@ -27,6 +29,7 @@ function setup(overloadDelayMs = 100, maxPendingAdmissions = 1000, overloadQueue
     overloadDelayMs,
     maxPendingAdmissions,
     overloadQueueWaitMs,
+    ...(queueEstimate ? { queueEstimate } : {}),
     logger,
     delaySource: source,
     clock: () => now,
@@ -262,6 +265,108 @@ describe('LoadShedder: queue-wait guard', () => {
     const s = setup(100, 1000, 0);
     for (let i = 0; i < 5; i += 1) waitWindow(s, [['normal', 60_000], ['low', 60_000]]);
     expect(shedPriorities(s)).toEqual([]);
+  });
+});
+
+describe('LoadShedder: queue-wait guard, estimated', () => {
+  /** A queue and a capacity the test sets; reads counted. */
+  function estimate(): QueueEstimate & { queue: QueueDepth; capacity: number | undefined; reads: number; fail: boolean } {
+    const e = {
+      queue: { critical: 0, high: 0, normal: 0, low: 0 } as QueueDepth,
+      capacity: 20 as number | undefined,
+      reads: 0,
+      fail: false,
+      depth: async () => {
+        e.reads += 1;
+        if (e.fail) throw new Error('store away');
+        return { ...e.queue };
+      },
+      capacityPerS: () => e.capacity,
+    };
+    return e;
+  }
+  /** Two windows: the first reads the queue, the second acts on what it read. */
+  const read = async (s: Setup): Promise<void> => {
+    s.window(0);
+    await new Promise((resolve) => setImmediate(resolve));
+    s.window(0);
+  };
+
+  it('refuses before anything has waited when the queue ahead over the capacity is over the threshold', async () => {
+    const e = estimate();
+    const s = setup(100, 1000, 300, e);
+    e.queue = { critical: 0, high: 0, normal: 10, low: 0 }; // 10 ahead at 20/s: 500 ms
+    await read(s);
+    expect(shedPriorities(s)).toEqual(['normal', 'low']);
+    expect(s.shedder.check('normal')?.message).toBe('bridge overloaded (queue wait 500 ms, OVERLOAD_QUEUE_WAIT_MS 300): retry later');
+
+    // A request counts what is ahead of it: its own priority and the higher ones.
+    e.queue = { critical: 1, high: 1, normal: 0, low: 8 }; // high 100 ms, normal 100, low 500
+    await read(s);
+    expect(shedPriorities(s)).toEqual(['low']);
+    e.queue = { critical: 0, high: 13, normal: 0, low: 0 }; // 650 ms for all three: high needs twice 300
+    await read(s);
+    expect(shedPriorities(s)).toEqual(['high', 'normal', 'low']);
+  });
+
+  it('leaves under half the threshold, and estimates nothing without a capacity or a queue', async () => {
+    const e = estimate();
+    const s = setup(100, 1000, 300, e);
+    e.queue = { critical: 0, high: 0, normal: 10, low: 0 };
+    await read(s);
+    expect(shedPriorities(s)).toEqual(['normal', 'low']);
+    e.queue = { critical: 0, high: 0, normal: 4, low: 0 }; // 200 ms: between half and the threshold, stays
+    await read(s);
+    expect(shedPriorities(s)).toEqual(['normal', 'low']);
+    e.queue = { critical: 0, high: 0, normal: 2, low: 0 }; // 100 ms
+    await read(s);
+    expect(shedPriorities(s)).toEqual([]);
+
+    e.queue = { critical: 0, high: 0, normal: 100, low: 0 };
+    e.capacity = undefined; // no job has finished yet
+    await read(s);
+    expect(shedPriorities(s)).toEqual([]);
+    e.capacity = 20;
+    e.fail = true;
+    await read(s);
+    expect(shedPriorities(s)).toEqual([]);
+  });
+
+  it('counts what this instance admits and claims between two reads of the queue, so a burst is refused as it arrives', async () => {
+    const e = estimate();
+    const s = setup(100, 1000, 300, e);
+    await read(s); // an empty queue
+    const admittedUntilRefused = (): number => {
+      let n = 0;
+      while (s.shedBy('normal') === undefined && n < 100) {
+        s.shedder.admitted('normal');
+        n += 1;
+      }
+      return n;
+    };
+    // 20 jobs/s: the 7th queued request would wait 350 ms.
+    expect(admittedUntilRefused()).toBe(7);
+    for (let i = 0; i < 4; i += 1) s.shedder.claimed('normal', 10, false); // started: 3 left, 150 ms
+    expect(s.shedBy('normal')).toBe('queue_wait'); // not under half yet
+    s.shedder.claimed('normal', 10, false); // 2 left, 100 ms
+    expect(s.shedBy('normal')).toBeUndefined();
+    s.shedder.queueDrained();
+    expect(admittedUntilRefused()).toBe(7);
+  });
+
+  it('reads the queue once per window, never twice at once', async () => {
+    const e = estimate();
+    const s = setup(100, 1000, 300, e);
+    s.window(0);
+    s.window(0); // the first read has not answered yet
+    expect(e.reads).toBe(1);
+    await new Promise((resolve) => setImmediate(resolve));
+    s.window(0);
+    expect(e.reads).toBe(2);
+    const off = estimate();
+    const s0 = setup(100, 1000, 0, off);
+    s0.window(0);
+    expect(off.reads).toBe(0); // the guard off reads nothing
   });
 });
 

@@ -96,7 +96,7 @@ export async function startBridge(
   });
   const results = new CountingResults(broker.publish, metrics);
   const { routing, cache, prices, embeddingModel } = readConfigFile(config.configFile);
-  const shedder: LoadShedder = new LoadShedder({
+  const shedder = new LoadShedder({
     overloadDelayMs: config.overloadDelayMs,
     maxPendingAdmissions: config.maxPendingAdmissions,
     overloadQueueWaitMs: config.overloadQueueWaitMs,
@@ -104,19 +104,14 @@ export async function startBridge(
       ? {
           queueEstimate: {
             depth: () => coordination.store.queueDepth(),
-            // Every instance's slots, each held for about as long as ours are.
-            capacityPerS: (): number | undefined => {
-              const instances = coordination.instances();
-              const holdMs: number | undefined = scheduler.meanHoldMs;
-              return instances && holdMs ? (instances * config.maxConcurrency * 1000) / holdMs : undefined;
-            },
+            capacityPerS: (): number | undefined => scheduler.capacityPerS(coordination.instances()),
           },
         }
       : {}),
     logger: log.child({ module: 'overload' }),
     observer: metrics,
   });
-  const scheduler: Scheduler = new Scheduler(
+  const scheduler = new Scheduler(
     { ...config, prices, embeddingModel },
     coordination.store,
     upstream,

@@ -12,6 +12,14 @@ export class BridgeError extends Error {
   }
 }
 
+/**
+ * The `queue_full` of an overload guard: `bridge overloaded (<cause>): retry later`, with a
+ * retry_after_ms of 1 to 10 s (sooner is pointless against an overload, later a device gives up).
+ */
+export function overloaded(cause: string, retryAfterMs: number): BridgeError {
+  return new BridgeError('queue_full', `bridge overloaded (${cause}): retry later`, Math.min(10_000, Math.max(1000, Math.round(retryAfterMs))));
+}
+
 /** Anything thrown becomes a contract code; an unknown error is a bug, so `internal`. */
 export function toBridgeError(err: unknown): BridgeError {
   if (err instanceof BridgeError) return err;

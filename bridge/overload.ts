@@ -10,7 +10,7 @@
 //   quick while the queue absorbs the excess, and every reply comes seconds late.
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import type { Priority } from './contract.js';
-import { BridgeError } from './errors.js';
+import { overloaded, type BridgeError } from './errors.js';
 import type { Logger } from './logger.js';
 import { QueueWaitGuard, type QueueEstimate } from './queue-wait.js';
 
@@ -56,8 +56,6 @@ const RESOLUTION_MS = 10;
 const WINDOWS_TO_ENTER = 2;
 const SUMMARY_EVERY_MS = 1000;
 /** A loop this far behind needs time to drain; retries spread over longer when it is further behind. */
-const MIN_RETRY_AFTER_MS = 1000;
-const MAX_RETRY_AFTER_MS = 10_000;
 const RETRY_AFTER_PER_DELAY_MS = 10;
 
 /**
@@ -115,11 +113,7 @@ export class LoadShedder {
     this.source = options.delaySource;
     const waitMs = options.overloadQueueWaitMs ?? 0;
     this.queueWait = waitMs > 0 ? new QueueWaitGuard(waitMs, options.queueEstimate) : undefined;
-    this.admissionsError = new BridgeError(
-      'queue_full',
-      `bridge overloaded (MAX_PENDING_ADMISSIONS ${options.maxPendingAdmissions} requests already wait for the store): retry later`,
-      MIN_RETRY_AFTER_MS,
-    );
+    this.admissionsError = overloaded(`MAX_PENDING_ADMISSIONS ${options.maxPendingAdmissions} requests already wait for the store`, 0);
   }
 
   get pendingAdmissions(): number {
@@ -149,11 +143,7 @@ export class LoadShedder {
       if (this.windowsOver >= WINDOWS_TO_ENTER) this.overloaded = true;
       else if (this.delayMs < threshold / 2) this.overloaded = false;
       this.eventLoopError = this.overloaded
-        ? new BridgeError(
-            'queue_full',
-            `bridge overloaded (event-loop delay ${Math.round(this.delayMs)} ms, OVERLOAD_DELAY_MS ${threshold}): retry later`,
-            Math.min(MAX_RETRY_AFTER_MS, Math.max(MIN_RETRY_AFTER_MS, this.delayMs * RETRY_AFTER_PER_DELAY_MS)),
-          )
+        ? overloaded(`event-loop delay ${Math.round(this.delayMs)} ms, OVERLOAD_DELAY_MS ${threshold}`, this.delayMs * RETRY_AFTER_PER_DELAY_MS)
         : undefined;
     }
     this.queueWait?.evaluate();

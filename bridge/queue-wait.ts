@@ -10,7 +10,7 @@
 //
 // `critical` is never refused; `high` only over twice the threshold (as the event-loop guard).
 import { PRIORITIES, type Priority } from './contract.js';
-import { BridgeError } from './errors.js';
+import { overloaded, type BridgeError } from './errors.js';
 import type { QueueDepth } from './store/types.js';
 
 /** What the estimate reads: the queue once per window, the capacity whenever asked. */
@@ -25,8 +25,6 @@ type Sheddable = Exclude<Priority, 'critical'>;
 const SHEDDABLE: readonly Sheddable[] = ['high', 'normal', 'low'];
 /** The priorities whose long wait refuses a new request of this one: its own and those above it. */
 const REFUSED_FOR: Record<Sheddable, readonly Sheddable[]> = { high: ['high'], normal: ['high', 'normal'], low: ['high', 'normal', 'low'] };
-const MIN_RETRY_AFTER_MS = 1000;
-const MAX_RETRY_AFTER_MS = 10_000;
 
 /** Hysteresis: over the threshold to enter, under half of it to leave. */
 function over(was: boolean, waitMs: number | undefined, thresholdMs: number): boolean {
@@ -119,15 +117,20 @@ export class QueueWaitGuard {
     this.held = true;
   }
 
-  /** A claim took less than it asked for: nothing waits, whatever was read or measured before. */
+  /**
+   * A claim took less than it asked for: nothing waits, whatever was read or measured before.
+   * Called for most requests when the bridge is not busy, so it allocates nothing.
+   */
   queueDrained(): void {
     for (const priority of SHEDDABLE) {
       this.measured[priority].forget();
       this.estimatedOver[priority] = false;
+      this.measuredErrors[priority] = undefined;
     }
-    this.measuredErrors = {};
-    if (this.depth) this.depth = zero();
-    this.sinceRead = zero();
+    for (const priority of PRIORITIES) {
+      if (this.depth) this.depth[priority] = 0;
+      this.sinceRead[priority] = 0;
+    }
   }
 
   /** Ends a window: the measured states move, the queue is read again, the capacity asked. */
@@ -145,7 +148,7 @@ export class QueueWaitGuard {
       this.capacityPerS = this.estimate.capacityPerS();
       this.read(this.estimate);
       // Rebuilt with the current figure while refusing, so a reply says what it is refused for now.
-      for (const priority of SHEDDABLE) delete this.estimatedErrors[priority];
+      for (const priority of SHEDDABLE) this.estimatedErrors[priority] = undefined;
     }
   }
 
@@ -195,12 +198,7 @@ export class QueueWaitGuard {
   }
 
   private error(waitMs: number): BridgeError {
-    const ms = Math.round(waitMs);
-    return new BridgeError(
-      'queue_full',
-      `bridge overloaded (queue wait ${ms} ms, OVERLOAD_QUEUE_WAIT_MS ${this.thresholdMs}): retry later`,
-      Math.min(MAX_RETRY_AFTER_MS, Math.max(MIN_RETRY_AFTER_MS, ms)),
-    );
+    return overloaded(`queue wait ${Math.round(waitMs)} ms, OVERLOAD_QUEUE_WAIT_MS ${this.thresholdMs}`, waitMs);
   }
 }
 

@@ -328,11 +328,14 @@ export class Scheduler {
   }
 
   /**
-   * How long a job holds its slot, claim to reply, as a moving average over the last few dozen
-   * jobs; undefined before the first one ended. The overload guard's capacity estimate.
+   * Jobs `instances` schedulers like this one start per second with every slot busy: their
+   * slots over how long a job holds one here (claim to reply, a moving average over the last
+   * few dozen jobs). Undefined before the first job ended or without an instance count. The
+   * queue-wait guard's capacity.
    */
-  get meanHoldMs(): number | undefined {
-    return this.holdMs;
+  capacityPerS(instances: number | undefined): number | undefined {
+    if (!instances || this.holdMs === undefined || !(this.holdMs > 0)) return undefined;
+    return (instances * this.config.maxConcurrency * 1000) / this.holdMs;
   }
 
   private run(job: ClaimedJob, claimedAt: number, firstLead: Promise<Lead> | undefined): void {

@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import { Pool } from 'undici';
 import { startBroker, type Broker } from '../broker/broker.js';
 import { loadConfig } from '../bridge/config.js';
-import { topics, type Priority } from '../bridge/contract.js';
+import { topics, type Priority } from '../contract/index.js';
 import { createLogger } from '../bridge/logger.js';
 
 const config = loadConfig();
@@ -64,7 +64,7 @@ worker.on('failed', (job) => {
 
 broker = await startBroker(
   config,
-  async (topic, payload) => {
+  async ({ topic, payload }) => {
     const request = JSON.parse(payload.toString('utf8')) as JobData['request'];
     const priority = topic.kind === 'infer' ? topic.priority : 'normal';
     await queue.add('infer', { deviceId: topic.deviceId, request }, { priority: PRIORITY[priority], removeOnComplete: true });

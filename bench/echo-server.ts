@@ -10,7 +10,7 @@ import { isMainThread, parentPort, Worker, workerData } from 'node:worker_thread
 import { Pool } from 'undici';
 import { startBroker, type Broker } from '../broker/broker.js';
 import { loadConfig } from '../bridge/config.js';
-import { topics } from '../bridge/contract.js';
+import { topics } from '../contract/index.js';
 import { createLogger } from '../bridge/logger.js';
 
 interface Request {
@@ -90,7 +90,7 @@ async function main(): Promise<void> {
 
   broker = await startBroker(
     config,
-    (topic, payload) => {
+    ({ topic, payload }) => {
       // Parsed like intake does, so the echo pays the same JSON cost per request.
       handle(topic.deviceId, JSON.parse(payload.toString('utf8')) as Request);
       return Promise.resolve();

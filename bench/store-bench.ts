@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../bridge/config.js';
-import type { InferRequest, Priority, Reply } from '../bridge/contract.js';
+import type { InferRequest, Priority, Reply } from '../contract/index.js';
 import { MemoryStore } from '../bridge/store/memory.js';
 import { deleteDeployment } from '../bridge/store/redis-keys.js';
 import { RedisStore } from '../bridge/store/redis.js';

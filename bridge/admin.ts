@@ -15,8 +15,8 @@ import type { DeadLetter, UsageReport } from './store/types.js';
 
 export interface Readiness {
   ready: boolean;
-  /** Bound ports; `mqttTls` and `mqttWs` only when those listeners are configured. */
-  ports: { mqtt: number; http: number; mqttTls?: number; mqttWs?: number };
+  /** Bound ports; MQTT ones only for the listeners of an embedded broker. */
+  ports: { http: number; mqtt?: number; mqttTls?: number; mqttWs?: number };
   [detail: string]: unknown;
 }
 

@@ -1,16 +1,18 @@
 // The composition root: builds every part once and wires them together.
 import { randomBytes } from 'node:crypto';
-import { startBroker, type Broker } from '../broker/broker.js';
-import type { Client } from 'aedes';
 import { startAdmin, type AdminServer } from './admin.js';
 import type { Config } from './config.js';
 import { upstreamSettings } from './config-file.js';
-import { deviceIdOfClientId, topics, type Status } from './contract.js';
+import { deviceIdOfClientId, pubackReasonOf, topics, type RequestHandler, type Status } from '../contract/index.js';
 import { BridgeError, errorReply } from './errors.js';
 import { readConfigFile } from './config-file.js';
 import { Intake } from './intake.js';
 import type { Logger } from './logger.js';
-import { BridgeMetrics, CountingResults } from './metrics.js';
+import { BridgeMetrics } from './metrics.js';
+import { openEmbedded, type EmbeddedPort } from './mqtt/embedded.js';
+import type { MqttPort } from './mqtt/port.js';
+import type { Broker } from '../broker/broker.js';
+import { Results } from './results.js';
 import { LoadShedder } from './overload.js';
 import { Scheduler } from './scheduler.js';
 import { openCoordination, type Coordination } from './coordination.js';
@@ -20,10 +22,13 @@ import { VERSION } from './version.js';
 
 export interface RunningBridge {
   readonly instanceId: string;
+  /** The embedded broker's MQTT port (0 with an external broker). */
   readonly mqttPort: number;
   readonly httpPort: number;
   readonly store: Store;
-  readonly broker: Broker;
+  readonly mqtt: MqttPort;
+  /** The embedded broker; undefined with an external one. */
+  readonly broker: Broker | undefined;
   readonly metrics: BridgeMetrics;
   /** SIGTERM semantics: stop intake, finish or hand back in-flight work, publish offline. */
   shutdown(): Promise<void>;
@@ -60,41 +65,30 @@ export async function startBridge(
   // The broker and the results sink need each other: intake runs inside the broker's hooks
   // and replies through the broker, so the handler is bound once both exist.
   let intake: Intake | undefined;
-  let broker: Broker;
+  let mqtt: EmbeddedPort;
   let metrics: BridgeMetrics | undefined;
+  const onRequest: RequestHandler = async (request) => {
+    if (!intake) return;
+    const result = await intake.handle(request);
+    if (result.outcome === 'cached') metrics?.cacheHit();
+    if (result.outcome === 'rejected') return { reasonCode: pubackReasonOf(result.error.code), reasonString: result.error.message };
+  };
   try {
-    broker = await startBroker(
-      config,
-      async (topic, payload) => {
-        if (!intake) return;
-        const outcome = await intake.handle(topic, payload);
-        if (outcome === 'cached') metrics?.cacheHit();
-      },
-      log,
-      coordination.plugins,
-    );
+    mqtt = await openEmbedded(config, onRequest, log, coordination.plugins);
   } catch (err) {
     await coordination.plugins?.close(); // the broker owns the plugins only once it started
     await coordination.close();
     throw err;
   }
-  // MQTT clients of this instance, for GET /v1/devices. Keyed by client id; a session taken
-  // over by a new connection with the same id must not be forgotten when the old one closes.
-  const clients = new Map<string, Client>();
-  broker.aedes.on('client', (client) => clients.set(client.id, client));
-  broker.aedes.on('clientDisconnect', (client) => {
-    if (clients.get(client.id) === client) clients.delete(client.id);
-  });
-
   let schedulerRef: Scheduler | undefined;
   metrics = new BridgeMetrics({
     queueDepth: () => coordination.store.queueDepth(),
     inFlight: () => schedulerRef?.inFlight ?? 0,
     providers: () => upstream.health(),
-    connectedClients: () => broker.aedes.connectedClients,
-    refusals: () => broker.refusals,
+    connectedClients: () => mqtt.clientIds().length,
+    refusals: () => mqtt.refusals(),
   });
-  const results = new CountingResults(broker.publish, metrics);
+  const results = new Results(mqtt.publish, metrics);
   const { routing, cache, prices, embeddingModel } = readConfigFile(config.configFile);
   const shedder = new LoadShedder({
     overloadDelayMs: config.overloadDelayMs,
@@ -155,18 +149,16 @@ export async function startBridge(
         // An open circuit whose cool-down is over counts: otherwise an idle instance that no
         // traffic reaches would never send the probe that closes it.
         const providerAvailable = providers.some((p) => p.available);
+        const brokerConnected = mqtt.connected();
         return {
-          ready: !stopping && storeReachable && providerAvailable,
+          ready: !stopping && storeReachable && providerAvailable && brokerConnected,
           listening: !stopping,
           store: coordination.kind,
           storeReachable,
+          broker: mqtt.mode,
+          brokerConnected,
           providers,
-          ports: {
-            mqtt: broker.mqttPort,
-            ...(broker.tlsPort === undefined ? {} : { mqttTls: broker.tlsPort }),
-            ...(broker.wsPort === undefined ? {} : { mqttWs: broker.wsPort }),
-            http: httpPort,
-          },
+          ports: { ...mqtt.ports, http: httpPort },
           instance: instanceId,
           version: VERSION,
         };
@@ -185,7 +177,7 @@ export async function startBridge(
         },
         devices: () => {
           const byDevice = new Map<string | null, string[]>();
-          for (const id of clients.keys()) {
+          for (const id of mqtt.clientIds()) {
             const deviceId = deviceIdOfClientId(id);
             const list = byDevice.get(deviceId);
             if (list) list.push(id);
@@ -197,7 +189,7 @@ export async function startBridge(
     });
   } catch (err) {
     shedder.stop();
-    await broker.close();
+    await mqtt.close();
     await coordination.close();
     throw err;
   }
@@ -205,7 +197,7 @@ export async function startBridge(
   const since = new Date().toISOString();
   const publishStatus = (state: Status['state']): Promise<void> => {
     const status: Status = { state, instance: instanceId, version: VERSION, since };
-    return broker.publish(topics.status(instanceId), Buffer.from(JSON.stringify(status)), { qos: 1, retain: true });
+    return mqtt.publish(topics.status(instanceId), Buffer.from(JSON.stringify(status)), { qos: 1, retain: true });
   };
   await publishStatus('online');
   scheduler.start();
@@ -218,21 +210,22 @@ export async function startBridge(
     snapshotting = true;
     metrics
       .snapshot(instanceId)
-      .then((snapshot) => broker.publish(metricsTopic, Buffer.from(JSON.stringify(snapshot)), { qos: 0, retain: false }))
+      .then((snapshot) => mqtt.publish(metricsTopic, Buffer.from(JSON.stringify(snapshot)), { qos: 0, retain: false }))
       .catch((err: unknown) => log.warn({ err }, 'could not publish the metrics snapshot'))
       .finally(() => {
         snapshotting = false;
       });
   }, options.metricsIntervalMs ?? DEFAULT_METRICS_INTERVAL_MS);
   metricsTimer.unref();
-  log.info({ mqttPort: broker.mqttPort, httpPort: admin.port, store: coordination.kind }, 'bridge ready');
+  log.info({ ...mqtt.ports, broker: mqtt.mode, httpPort: admin.port, store: coordination.kind }, 'bridge ready');
 
   return {
     instanceId,
-    mqttPort: broker.mqttPort,
+    mqttPort: mqtt.ports.mqtt ?? 0,
     httpPort: admin.port,
     store: coordination.store,
-    broker,
+    mqtt,
+    broker: mqtt.mode === 'embedded' ? mqtt.broker : undefined,
     metrics,
     async shutdown() {
       if (stopping) return;
@@ -247,12 +240,12 @@ export async function startBridge(
         // Queued work cannot outlive this process: answer it rather than lose it silently.
         const unfinished = await store.drain();
         const error = new BridgeError('unavailable', 'bridge is shutting down');
-        for (const job of unfinished) await results.send(job.deviceId, errorReply(job.id, error, job.priority));
+        for (const job of unfinished) await results.send(job, errorReply(job.id, error, job.priority));
         if (unfinished.length > 0) log.warn({ count: unfinished.length }, 'queued requests answered unavailable');
       }
       await publishStatus('offline');
       await admin.close();
-      await broker.close();
+      await mqtt.close();
       await upstream.close();
       await store.close();
       await coordination.close();

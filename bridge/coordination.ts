@@ -3,7 +3,8 @@
 import { Redis } from 'ioredis';
 import { createClusterPlugins, type ClusterPlugins } from '../broker/cluster.js';
 import { Presence } from '../broker/presence.js';
-import { ConfigError, type Config } from './config.js';
+import { ConfigError } from '../contract/index.js';
+import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import { checkRedisPolicy } from './redis-check.js';
 import { MemoryStore } from './store/memory.js';

@@ -1,4 +1,4 @@
-import type { ErrorCode, ErrorReply, Priority } from './contract.js';
+import type { ErrorCode, ErrorReply, Priority } from '../contract/index.js';
 
 /** An error that carries a contract error code; the one type the pipeline turns into replies. */
 export class BridgeError extends Error {

@@ -3,11 +3,22 @@
 // after admission returned: "acknowledged" means "admitted" (DESIGN.md).
 import type { Config } from './config.js';
 import { cacheKeyOf, type CachePolicy } from './cache-key.js';
-import { InferRequestSchema, isEmbeddingRequest, type InferTopic, type OkReply, type Priority } from './contract.js';
+import {
+  InferRequestSchema,
+  isEmbeddingRequest,
+  MAX_ECHOED_USER_PROPERTIES,
+  MAX_ECHOED_USER_PROPERTY_BYTES,
+  responseTopicProblem,
+  type InboundRequest,
+  type OkReply,
+  type Priority,
+  type RequestProperties,
+  type ReplyRoute,
+} from '../contract/index.js';
 import { BridgeError, errorReply, toBridgeError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { LoadShedder } from './overload.js';
-import type { Results } from './results.js';
+import type { Results, ReplyTarget } from './results.js';
 import { okReply } from './replies.js';
 import { jobKey, type AdmitResult, type ClaimAlong, type ClaimOptions, type Job, type Store } from './store/types.js';
 
@@ -30,7 +41,10 @@ export interface Dispatch {
   wake(): void;
 }
 
-export type IntakeOutcome = 'queued' | 'cached' | 'duplicate' | 'rejected';
+export type IntakeOutcome =
+  | { outcome: 'queued' | 'cached' | 'duplicate' }
+  /** Answered with an error reply; `error` is also the MQTT 5 PUBACK's reason. */
+  | { outcome: 'rejected'; error: BridgeError };
 
 export interface IntakeDeps {
   config: IntakeConfig;
@@ -74,12 +88,15 @@ export class Intake {
     this.accepting = false;
   }
 
-  async handle(topic: InferTopic, payload: Buffer): Promise<IntakeOutcome> {
+  async handle({ topic, payload, properties }: InboundRequest): Promise<IntakeOutcome> {
     const arrivalMs = this.clock();
     const { deviceId } = topic;
     const priority = topic.kind === 'infer' ? topic.priority : undefined;
+    const target: ReplyTarget = { deviceId, deadlineMs: expiryDeadline(properties, arrivalMs) };
     let id: string | null = null;
     try {
+      // First, so that even a refused request is answered on its response topic.
+      target.route = replyRouteOf(deviceId, properties);
       if (payload.length > this.config.maxPayloadBytes) {
         id = sniffId(payload);
         throw new BridgeError(
@@ -105,12 +122,12 @@ export class Intake {
       if (shed) {
         // Cheap on purpose (no store call, no log line: the shedder logs a summary), and not
         // recorded for idempotency, so a retry with the same id is admitted normally later.
-        await this.results.send(deviceId, errorReply(id, shed, priority));
-        return 'rejected';
+        await this.results.send(target, errorReply(id, shed, priority));
+        return { outcome: 'rejected', error: shed };
       }
       shedder.admissionStarted();
       try {
-        return await this.admit(deviceId, topic.priority, parsed.data, arrivalMs, payload.length);
+        return { outcome: await this.admit(target, topic.priority, parsed.data, arrivalMs, payload.length) };
       } finally {
         shedder.admissionEnded();
       }
@@ -119,18 +136,20 @@ export class Intake {
       const log = this.logger.child({ deviceId, reqId: id });
       if (error.code === 'internal') log.error({ err }, 'intake failed');
       else log.info({ code: error.code }, `request rejected: ${error.message}`);
-      await this.results.send(deviceId, errorReply(id, error, priority));
-      return 'rejected';
+      await this.results.send(target, errorReply(id, error, priority));
+      return { outcome: 'rejected', error };
     }
   }
 
   private async admit(
-    deviceId: string,
+    target: ReplyTarget,
     priority: Priority,
     request: Job['request'],
     arrivalMs: number,
     payloadBytes: number,
-  ): Promise<IntakeOutcome> {
+  ): Promise<'queued' | 'cached' | 'duplicate'> {
+    const { deviceId } = target;
+    const ttlDeadline = request.ttl_ms === undefined ? undefined : arrivalMs + request.ttl_ms;
     const job: Job = {
       key: jobKey(deviceId, request.id),
       deviceId,
@@ -139,7 +158,8 @@ export class Intake {
       request,
       arrivalMs,
       score: arrivalMs + this.config.priorityOffsetsMs[priority],
-      deadlineMs: request.ttl_ms === undefined ? undefined : arrivalMs + request.ttl_ms,
+      deadlineMs: earliest(ttlDeadline, target.deadlineMs),
+      route: target.route,
       // An embeddings answer has no completion tokens.
       tokenEstimate:
         Math.ceil(payloadBytes / 4) + (isEmbeddingRequest(request) ? 0 : (request.max_tokens ?? DEFAULT_COMPLETION_TOKENS)),
@@ -171,14 +191,14 @@ export class Intake {
         return 'queued';
       case 'answered':
         if (this.debugLines) log.debug({ ...fields, priority }, 'request answered from the cache');
-        if (answer) await this.results.send(deviceId, answer);
+        if (answer) await this.results.send(job, answer);
         return 'cached';
       case 'duplicate_pending':
         log.info(fields, 'duplicate of a request still queued or in flight: its one reply answers both');
         return 'duplicate';
       case 'duplicate_done':
         log.info(fields, 'duplicate of an answered request: stored reply published again');
-        await this.results.send(deviceId, result.reply);
+        await this.results.send(job, result.reply);
         return 'duplicate';
       case 'rate_limited':
         throw new BridgeError(
@@ -193,6 +213,46 @@ export class Intake {
         throw new BridgeError('internal', 'admission answered cached twice');
     }
   }
+}
+
+/** The MQTT 5 Message Expiry Interval as a deadline, if the request has one. */
+function expiryDeadline(properties: RequestProperties, arrivalMs: number): number | undefined {
+  const seconds = properties.messageExpiryInterval;
+  return seconds === undefined ? undefined : arrivalMs + seconds * 1000;
+}
+
+function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  if (a === undefined) return b;
+  return b === undefined ? a : Math.min(a, b);
+}
+
+/**
+ * What the request's MQTT 5 properties ask of its reply; undefined when they ask nothing.
+ * A response topic outside the device's namespace, or too many user properties to echo,
+ * refuse the request.
+ */
+function replyRouteOf(deviceId: string, properties: RequestProperties): ReplyRoute | undefined {
+  const { responseTopic, correlationData, userProperties } = properties;
+  if (responseTopic === undefined && userProperties === undefined) return undefined;
+  if (responseTopic !== undefined) {
+    const problem = responseTopicProblem(deviceId, responseTopic);
+    if (problem) throw new BridgeError('invalid_request', `Response Topic: ${problem}`);
+  }
+  if (userProperties !== undefined) {
+    const pairs = Object.entries(userProperties).flatMap(([name, value]) => (Array.isArray(value) ? value : [value]).map((v) => [name, v]));
+    const bytes = pairs.reduce((sum, [name, value]) => sum + Buffer.byteLength(name ?? '') + Buffer.byteLength(value ?? ''), 0);
+    if (pairs.length > MAX_ECHOED_USER_PROPERTIES || bytes > MAX_ECHOED_USER_PROPERTY_BYTES) {
+      throw new BridgeError(
+        'invalid_request',
+        `User Property: at most ${MAX_ECHOED_USER_PROPERTIES} pairs of ${MAX_ECHOED_USER_PROPERTY_BYTES} bytes in all (got ${pairs.length}, ${bytes} bytes)`,
+      );
+    }
+  }
+  return {
+    responseTopic,
+    correlationData: responseTopic === undefined ? undefined : correlationData?.toString('base64'),
+    userProperties,
+  };
 }
 
 function readId(body: unknown): string | null {

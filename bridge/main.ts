@@ -3,7 +3,8 @@ import { setFlagsFromString } from 'node:v8';
 import { ListenError } from '../broker/broker.js';
 import { startUpstreamSim, type UpstreamSim } from '../device-sim/upstream-sim.js';
 import { startBridge, type RunningBridge } from './app.js';
-import { ConfigError, loadConfig, isLoopback, type Config } from './config.js';
+import { ConfigError } from '../contract/index.js';
+import { loadConfig, isLoopback, type Config } from './config.js';
 import { readConfigFile, upstreamSettings } from './config-file.js';
 import { createLogger } from './logger.js';
 
@@ -76,7 +77,7 @@ async function main(): Promise<void> {
   // Re-reads AUTH_FILE; connected clients stay (a bad file keeps the users already loaded).
   process.on('SIGHUP', () => {
     logger.info({ signal: 'SIGHUP' }, 'signal received');
-    bridge.broker.reloadAuth();
+    bridge.mqtt.reloadAuth();
   });
 }
 

@@ -7,9 +7,8 @@
 // owned elsewhere (queue depth in the store, in-flight count, circuit states, connected
 // clients, broker refusals) are read at scrape time through `collect`.
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { ERROR_CODES, PRIORITIES, type Priority, type Reply } from './contract.js';
+import { ERROR_CODES, PRIORITIES, type Priority, type Reply } from '../contract/index.js';
 import type { OverloadObserver, ShedReason } from './overload.js';
-import { Results, type Publish } from './results.js';
 import type { SchedulerObserver } from './scheduler.js';
 import type { QueueDepth } from './store/types.js';
 import type { CircuitState } from './upstream/breaker.js';
@@ -263,7 +262,7 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
     return this.registry.metrics();
   }
 
-  /** Every reply a device gets passes here (see CountingResults). */
+  /** Every reply a device gets passes here (Results' observer). */
   reply(reply: Reply): void {
     const priority: PriorityLabel = reply.priority ?? NO_PRIORITY;
     let outcome: Outcome;
@@ -384,19 +383,4 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): P
     timer.unref();
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-/** Results that count every reply on its way out: the one place all of them pass. */
-export class CountingResults extends Results {
-  constructor(
-    publish: Publish,
-    private readonly metrics: BridgeMetrics,
-  ) {
-    super(publish);
-  }
-
-  override send(deviceId: string, reply: Reply): Promise<void> {
-    this.metrics.reply(reply);
-    return super.send(deviceId, reply);
-  }
 }

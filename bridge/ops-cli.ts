@@ -3,7 +3,8 @@
 //   edge-ai-bridge usage [hours]
 // Without Redis these live inside the running process and only its admin API reaches them.
 import { Redis } from 'ioredis';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { ConfigError } from '../contract/index.js';
+import { loadConfig, type Config } from './config.js';
 import { RedisStore } from './store/redis.js';
 
 export const OPS_USAGE = `  dlq list | replay [deviceId/id …] | purge

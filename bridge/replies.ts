@@ -1,6 +1,6 @@
 // Ok replies, built in one place whether the answer came from the upstream, the cache or an
 // identical request in flight: each carries the request's own id and priority.
-import type { Answer, OkReply } from './contract.js';
+import type { Answer, OkReply } from '../contract/index.js';
 import type { CachedAnswer, Job } from './store/types.js';
 
 /** The answer's part of an ok reply (model, content or vectors, usage), without undefined keys. */

@@ -1,13 +1,50 @@
-// Replies leave here: one QoS 1 publish on the device's own result topic.
-import { topics, type Reply } from './contract.js';
+// Replies leave here: one QoS 1 publish on the device's own result topic and, when the
+// request named an MQTT 5 Response Topic, one more there with its Correlation Data.
+import { topics, type Publish, type PublishProperties, type Reply, type ReplyRoute } from '../contract/index.js';
 
-/** How the bridge publishes into the broker; the in-process Aedes in production. */
-export type Publish = (topic: string, payload: Buffer, options: { qos: 0 | 1; retain: boolean }) => Promise<void>;
+/** Who gets a reply: a queued job, or a request refused before it became one. */
+export interface ReplyTarget {
+  deviceId: string;
+  route?: ReplyRoute | undefined;
+  /** The request's deadline: the reply on the response topic expires with it. */
+  deadlineMs?: number | undefined;
+}
+
+export interface ReplyObserver {
+  reply(reply: Reply): void;
+}
+
+const CONTENT_TYPE = 'application/json';
 
 export class Results {
-  constructor(private readonly publish: Publish) {}
+  constructor(
+    private readonly publish: Publish,
+    /** Sees every reply on its way out (metrics): the one place all of them pass. */
+    private readonly observer?: ReplyObserver,
+    private readonly clock: () => number = Date.now,
+  ) {}
 
-  send(deviceId: string, reply: Reply): Promise<void> {
-    return this.publish(topics.result(deviceId), Buffer.from(JSON.stringify(reply)), { qos: 1, retain: false });
+  async send(target: ReplyTarget, reply: Reply): Promise<void> {
+    this.observer?.reply(reply);
+    const payload = Buffer.from(JSON.stringify(reply));
+    const { route } = target;
+    if (!route) {
+      await this.publish(topics.result(target.deviceId), payload, { qos: 1, retain: false });
+      return;
+    }
+    const userProperties = route.userProperties;
+    const sent = [this.publish(topics.result(target.deviceId), payload, { qos: 1, retain: false, properties: userProperties && { userProperties } })];
+    if (route.responseTopic !== undefined) {
+      const properties: PublishProperties = { contentType: CONTENT_TYPE, userProperties };
+      if (route.correlationData !== undefined) properties.correlationData = Buffer.from(route.correlationData, 'base64');
+      if (target.deadlineMs !== undefined) properties.messageExpiryInterval = secondsLeft(target.deadlineMs, this.clock());
+      sent.push(this.publish(route.responseTopic, payload, { qos: 1, retain: false, properties }));
+    }
+    await Promise.all(sent);
   }
+}
+
+/** The time left before a deadline, in whole seconds; at least 1, so a late reply still reaches a connected subscriber. */
+function secondsLeft(deadlineMs: number, now: number): number {
+  return Math.max(1, Math.ceil((deadlineMs - now) / 1000));
 }

@@ -3,7 +3,7 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from './config.js';
-import { isEmbeddingRequest, type OkReply, type Reply } from './contract.js';
+import { isEmbeddingRequest, type OkReply, type Reply } from '../contract/index.js';
 import { BridgeError, errorReply, toBridgeError } from './errors.js';
 import { lazyChild, type LazyLog, type Logger } from './logger.js';
 import type { Results } from './results.js';
@@ -526,7 +526,7 @@ export class Scheduler {
     bookkeeping: Bookkeeping = {},
   ): Promise<void> {
     try {
-      await this.results.send(job.deviceId, reply);
+      await this.results.send(job, reply);
     } catch (err) {
       log().error({ err }, 'could not publish the reply; the job runs again when its lease expires');
       if (bookkeeping.unlead !== undefined) await this.store.unlead(bookkeeping.unlead, job.key).catch(() => undefined);

@@ -3,8 +3,7 @@
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { ConfigError } from '../bridge/config.js';
-import { DEVICE_ID_PATTERN, deviceIdOfClientId } from '../bridge/contract.js';
+import { ConfigError, DEVICE_ID_PATTERN, deviceIdOfClientId } from '../contract/index.js';
 import type { Identity, Role } from './acl.js';
 
 /** An anonymous client is a device whose id is its client id up to the first `.`. */

@@ -4,10 +4,15 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Socket } from 'node:net';
 import { Aedes, type AuthenticateError, type Client, type ConnectPacket, type PublishPacket } from 'aedes';
-import type { Config } from '../bridge/config.js';
-import { deviceIdOfClientId, parseInferTopic, DEVICE_ID_PATTERN, type InferTopic } from '../bridge/contract.js';
-import type { Logger } from '../bridge/logger.js';
-import type { Publish } from '../bridge/results.js';
+import {
+  deviceIdOfClientId,
+  parseInferTopic,
+  DEVICE_ID_PATTERN,
+  type Publish,
+  type RequestHandler,
+  type RequestProperties,
+} from '../contract/index.js';
+import type { Logger } from 'pino';
 import { mayPublish, maySubscribe, type Identity } from './acl.js';
 import {
   authenticateAnonymous,
@@ -23,39 +28,10 @@ import {
 import type { ClusterPlugins } from './cluster.js';
 import { startListeners, type ConnectionInfo } from './listeners.js';
 import { createLocalEmitter } from './emitter.js';
+import type { BrokerConfig } from './options.js';
 
 export { listen, ListenError } from './listeners.js';
-
-export type BrokerConfig = Pick<
-  Config,
-  | 'mqttHost'
-  | 'mqttPort'
-  | 'allowAnonymous'
-  | 'maxConnections'
-  | 'connectTimeoutMs'
-  | 'keepaliveLimitS'
-  | 'drainTimeoutMs'
-  | 'maxInflightQos2'
-> &
-  // Optional so a broker built without them (tests, tools) is a plain TCP broker.
-  Partial<
-    Pick<
-      Config,
-      | 'authFile'
-      | 'mqttTlsPort'
-      | 'tlsCertFile'
-      | 'tlsKeyFile'
-      | 'tlsCaFile'
-      | 'mqttWsPort'
-      // Without them, the contract's defaults.
-      | 'maxPayloadBytes'
-      | 'maxClientBacklogBytes'
-      | 'maxSubscriptions'
-    >
-  >;
-
-/** Admits one request; resolves once it is queued or answered with an error reply. */
-export type RequestHandler = (topic: InferTopic, payload: Buffer) => Promise<unknown>;
+export type { BrokerConfig } from './options.js';
 
 /** Counts of refused operations, for metrics. */
 export interface Refusals {
@@ -264,7 +240,7 @@ export async function startBroker(
       // Requests are never stored as retained messages, whatever the device asked for.
       packet.retain = false;
       // Admission before callback: Aedes sends PUBACK/PUBREC only after this calls back.
-      onRequest(topic, toBuffer(packet)).then(
+      onRequest({ topic, payload: toBuffer(packet), properties: requestProperties(packet) }).then(
         () => callback(null),
         (err: unknown) => {
           log.error({ err, clientId: client.id }, 'request handler failed');
@@ -316,7 +292,8 @@ export async function startBroker(
 
   const publish: Publish = (topic, payload, options) =>
     new Promise((resolve, reject) => {
-      aedes.publish({ cmd: 'publish', topic, payload, qos: options.qos, retain: options.retain, dup: false }, (err) =>
+      const { qos, retain, properties } = options;
+      aedes.publish({ cmd: 'publish', topic, payload, qos, retain, dup: false, ...(properties ? { properties } : {}) }, (err) =>
         err ? reject(err) : resolve(),
       );
     });
@@ -363,4 +340,12 @@ async function flush(sockets: Set<Socket>): Promise<void> {
 
 function toBuffer(packet: PublishPacket): Buffer {
   return Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
+}
+
+/** The MQTT 5 properties of a request that the bridge acts on. */
+function requestProperties(packet: PublishPacket): RequestProperties {
+  const p = packet.properties;
+  if (!p) return {};
+  const { responseTopic, correlationData, messageExpiryInterval, userProperties } = p;
+  return { responseTopic, correlationData, messageExpiryInterval, userProperties };
 }

@@ -34,7 +34,7 @@ import { createRequire } from 'node:module';
 import type { EventEmitter } from 'node:events';
 import createPersistence from 'aedes-persistence-redis';
 import mqemitterRedis from 'mqemitter-redis';
-import type { Logger } from '../bridge/logger.js';
+import type { Logger } from 'pino';
 import { MQ_CONCURRENCY } from './emitter.js';
 
 export interface ClusterPlugins {

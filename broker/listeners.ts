@@ -8,11 +8,10 @@ import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { Aedes } from 'aedes';
 import { WebSocketServer, createWebSocketStream } from 'ws';
-import { ConfigError, type Config } from '../bridge/config.js';
-import type { Logger } from '../bridge/logger.js';
+import { ConfigError } from '../contract/index.js';
+import type { ListenerOptions } from './options.js';
+import type { Logger } from 'pino';
 
-export type ListenerConfig = Pick<Config, 'mqttHost' | 'mqttPort'> &
-  Partial<Pick<Config, 'mqttTlsPort' | 'tlsCertFile' | 'tlsKeyFile' | 'tlsCaFile' | 'mqttWsPort'>>;
 
 /** A listener could not bind; names the variable that fixes it. */
 export class ListenError extends Error {
@@ -90,7 +89,7 @@ function readPem(path: string, variable: string): Buffer {
 }
 
 export async function startListeners(
-  config: ListenerConfig,
+  config: ListenerOptions,
   aedes: Aedes,
   connections: WeakMap<object, ConnectionInfo>,
   log: Logger,

@@ -18,7 +18,7 @@
 // Redis Cluster counts subscribers per node, so there the instance never considers itself alone.
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Logger } from '../bridge/logger.js';
+import type { Logger } from 'pino';
 
 export const POLL_MS = 250;
 export const TRUST_MS = 500;

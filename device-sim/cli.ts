@@ -7,7 +7,7 @@ import { parseFleetArgs, runFleet, UsageError, type FleetArgs } from './fleet.js
 import { connectIdle, type IdleFleet } from './idle.js';
 import { formatTable, type FleetReport, type LatencySummary } from './stats.js';
 import { startLoad, type StepSummary } from './load.js';
-import { PRIORITIES } from '../bridge/contract.js';
+import { PRIORITIES } from '../contract/index.js';
 
 const USAGE = `usage: device-sim --url mqtt://127.0.0.1:1883 --devices 100 --rate 500 --duration 30
   --mix critical=1,high=9,normal=80,low=10 --qos 1 [--username u --password p]

@@ -10,7 +10,7 @@ import {
   topics,
   type InferRequest,
   type Priority,
-} from '../bridge/contract.js';
+} from '../contract/index.js';
 import {
   buildReport,
   emptyTally,

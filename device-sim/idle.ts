@@ -5,7 +5,7 @@
 import { lookup } from 'node:dns/promises';
 import { connect, isIPv4, type Socket } from 'node:net';
 import { generate, parser, type Packet } from 'mqtt-packet';
-import { topics } from '../bridge/contract.js';
+import { topics } from '../contract/index.js';
 
 export interface IdleOptions {
   host: string;

@@ -1,5 +1,5 @@
 // Messages between the load coordinator (load.ts) and its worker threads (load-worker.ts).
-import type { Priority } from '../bridge/contract.js';
+import type { Priority } from '../contract/index.js';
 import type { ReplyCounts } from './stats.js';
 
 export interface WorkerInit {

@@ -6,7 +6,7 @@ import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import * as mqttPacket from 'mqtt-packet';
 import * as hdr from 'hdr-histogram-js';
-import { PRIORITIES, type Priority } from '../bridge/contract.js';
+import { PRIORITIES, type Priority } from '../contract/index.js';
 import { encodedTopic, publishFrame, pubackFrame } from './mqtt-frames.js';
 import type { StepCommand, StepReport, WorkerInit, WorkerMessage, WorkerReply } from './load-protocol.js';
 

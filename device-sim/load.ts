@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import * as hdr from 'hdr-histogram-js';
-import { PRIORITIES, type Priority } from '../bridge/contract.js';
+import { PRIORITIES, type Priority } from '../contract/index.js';
 import type { StepReport, WorkerInit, WorkerMessage, WorkerReply } from './load-protocol.js';
 import type { LatencySummary, ReplyCounts } from './stats.js';
 

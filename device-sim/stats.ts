@@ -1,6 +1,6 @@
 // Pure bookkeeping for the device fleet: outcome tallies, percentiles, the report object
 // (also the `--json` output) and the human table. No I/O, so it is unit-testable in isolation.
-import { PRIORITIES, PrioritySchema, type Priority } from '../bridge/contract.js';
+import { PRIORITIES, PrioritySchema, type Priority } from '../contract/index.js';
 
 /** Relative weights per priority; a priority left out of a `--mix` weighs 0. */
 export type Mix = Record<Priority, number>;

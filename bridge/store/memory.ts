@@ -1,6 +1,6 @@
 // In-process coordination for a single instance (no REDIS_URL). Every method does its
 // whole step synchronously, so each step is atomic just as a Lua script is in Redis.
-import { PRIORITIES, type Priority, type Reply } from '../contract.js';
+import { PRIORITIES, type Priority, type Reply } from '../../contract/index.js';
 import { SlidingWindow } from './sliding-window.js';
 import { addMetric, addRecord, emptyReport, hourOf, hoursBetween } from './usage-report.js';
 import type {

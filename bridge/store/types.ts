@@ -1,7 +1,7 @@
 // The coordination interface. `memory` serves one instance; a Redis implementation will
 // serve a fleet (issue 3). Intake, scheduler and results only ever see this interface, and
 // one contract suite (test/store/) runs against every implementation.
-import type { Answer, InferRequest, Priority, Reply } from '../contract.js';
+import type { Answer, InferRequest, Priority, Reply, ReplyRoute } from '../../contract/index.js';
 
 /** A request as it waits in the queue. Plain data: it must survive a JSON round trip. */
 export interface Job {
@@ -14,8 +14,10 @@ export interface Job {
   arrivalMs: number;
   /** arrival + the class's aging offset; the smallest score runs first. */
   score: number;
-  /** arrival + ttl_ms: no upstream call may start at or after it. */
+  /** The earlier of arrival + ttl_ms and the MQTT 5 Message Expiry: no upstream call may start at or after it. */
   deadlineMs: number | undefined;
+  /** Where the reply goes besides the result topic, and what it echoes (MQTT 5 requests). */
+  route?: ReplyRoute | undefined;
   /** Estimated upstream tokens (prompt estimate + max_tokens), for RATE_LIMIT_TPM. */
   tokenEstimate: number;
   /** Upstream attempts already spent by earlier holders whose lease expired. */

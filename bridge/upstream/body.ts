@@ -4,7 +4,7 @@ import {
   isEmbeddingRequest,
   type ChatMessage,
   type InferRequest,
-} from '../contract.js';
+} from '../../contract/index.js';
 
 /** POST {baseUrl}/chat/completions. */
 export interface ChatBody {

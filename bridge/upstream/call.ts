@@ -1,6 +1,6 @@
 // What the scheduler hands the upstream layer, and what it gets back. Kept apart from the
 // implementations (ProviderChain, UpstreamClient) so both share one shape.
-import type { Answer, Priority } from '../contract.js';
+import type { Answer, Priority } from '../../contract/index.js';
 import type { UpstreamBody } from './body.js';
 
 export interface UpstreamCall {

@@ -1,6 +1,6 @@
 // Reading an OpenAI-compatible answer. Kept apart from the HTTP loop so the loop only
 // decides *whether* to retry, never how to pick a body apart.
-import { UsageSchema, type Answer } from '../contract.js';
+import { UsageSchema, type Answer } from '../../contract/index.js';
 
 /** A usable answer read from the upstream's body. */
 export type Completion = Answer;

@@ -71,7 +71,7 @@ describe('topic access for anonymous devices', () => {
     await d.reply('ret');
     const retained: string[] = [];
     // Aedes' types omit its persistence; its retained store is what a new subscriber would get.
-    const { persistence } = h.bridge.broker.aedes as unknown as {
+    const { persistence } = h.bridge.broker!.aedes as unknown as {
       persistence: { createRetainedStream(pattern: string): AsyncIterable<{ topic: string }> };
     };
     for await (const packet of persistence.createRetainedStream('#')) retained.push(packet.topic);

@@ -38,8 +38,8 @@ describe('logins with AUTH_FILE', () => {
     await expect(connectTcp(port, { clientId: 'cam-017', username: 'cam-017', password: 'wrong' })).rejects.toThrow(/Bad username or password/i);
     await expect(connectTcp(port, { clientId: 'cam-017', username: 'nobody', password: 'cam-017-pw' })).rejects.toThrow(/Bad username or password/i);
     await expect(connectTcp(port, { clientId: 'cam-017' })).rejects.toThrow(/Not authorized/i);
-    expect(h.bridge.broker.refusals.login).toBe(2);
-    expect(h.bridge.broker.refusals.connect).toBe(3);
+    expect(h.bridge.broker!.refusals.login).toBe(2);
+    expect(h.bridge.broker!.refusals.connect).toBe(3);
   });
 
   it("refuses a device whose client id is not its device_id (or device_id + '.')", async () => {
@@ -107,7 +107,7 @@ describe('failed-login throttle', () => {
     const seventh = await timed(() => connectFrom('127.0.0.1', port, bad));
     expect(sixth).toBeGreaterThanOrEqual(900);
     expect(seventh).toBeGreaterThanOrEqual(1900);
-    expect(h.bridge.broker.refusals.throttled).toBeGreaterThanOrEqual(2);
+    expect(h.bridge.broker!.refusals.throttled).toBeGreaterThanOrEqual(2);
 
     // Another address logs in at once, with the right and the wrong password alike.
     const good = await timed(() => connectFrom('127.0.0.2', port, { ...bad, password: 'cam-017-pw' }));

@@ -1,7 +1,7 @@
 // The response cache, coalescing of identical requests in flight, and usage accounting,
 // through the whole bridge: asserted on what devices got and what the upstream saw.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { OkReply } from '../../bridge/contract.js';
+import type { OkReply } from '../../contract/index.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
 import { ask, okOf, sleep, startHarness, type Device, type Harness } from '../helpers/harness.js';
 

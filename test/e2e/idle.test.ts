@@ -49,10 +49,10 @@ describe('idle devices (connectIdle) against the bridge', () => {
 
   // Aedes' types omit its client table.
   const clients = (): Record<string, { conn: { remoteAddress?: string } }> =>
-    (h.bridge.broker.aedes as unknown as { clients: Record<string, { conn: { remoteAddress?: string } }> }).clients;
+    (h.bridge.broker!.aedes as unknown as { clients: Record<string, { conn: { remoteAddress?: string } }> }).clients;
   const settled = async (): Promise<number> => {
-    for (let i = 0; i < 100 && h.bridge.broker.aedes.connectedClients > 0; i++) await sleep(20);
-    return h.bridge.broker.aedes.connectedClients;
+    for (let i = 0; i < 100 && h.bridge.broker!.aedes.connectedClients > 0; i++) await sleep(20);
+    return h.bridge.broker!.aedes.connectedClients;
   };
 
   it('holds 600 idle devices, subscribed, from several loopback source addresses, and lets them go on close()', async () => {
@@ -71,7 +71,7 @@ describe('idle devices (connectIdle) against the bridge', () => {
     expect(fleet.firstError).toBeUndefined();
     expect(progress.at(-1)).toBe(600);
 
-    expect(h.bridge.broker.aedes.connectedClients).toBe(600);
+    expect(h.bridge.broker!.aedes.connectedClients).toBe(600);
     const idle = Object.entries(clients()).filter(([id]) => id.startsWith('idl-idle-'));
     expect(idle).toHaveLength(600);
     const sources = new Set(idle.map(([, c]) => c.conn.remoteAddress));
@@ -79,7 +79,7 @@ describe('idle devices (connectIdle) against the bridge', () => {
 
     // The subscription is real: a reply on one idle device's result topic reaches that socket
     // (and only it), as a QoS 1 PUBLISH the device acknowledges.
-    await h.bridge.broker.publish('devices/idl-idle-437/result', Buffer.from('{"hello":1}'), { qos: 1, retain: false });
+    await h.bridge.broker!.publish('devices/idl-idle-437/result', Buffer.from('{"hello":1}'), { qos: 1, retain: false });
     for (let i = 0; i < 100 && received.length === 0; i++) await sleep(20);
     await sleep(50);
     expect(received).toEqual([{ clientId: 'idl-idle-437', topic: 'devices/idl-idle-437/result', payload: '{"hello":1}' }]);

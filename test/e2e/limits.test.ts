@@ -43,7 +43,7 @@ async function stillServed(harness: Harness, deviceId: string, id: string): Prom
 
 /** Whether Aedes still has a client with this id. */
 const hasClient = (harness: Harness, clientId: string): boolean =>
-  (harness.bridge.broker.aedes as unknown as { clients: Record<string, unknown> }).clients[clientId] !== undefined;
+  (harness.bridge.broker!.aedes as unknown as { clients: Record<string, unknown> }).clients[clientId] !== undefined;
 
 async function until(check: () => boolean, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
@@ -120,11 +120,11 @@ describe('protocol limits', () => {
 
   it('MAX_SUBSCRIPTIONS: refuses the 4th subscription with SUBACK 128; unsubscribing frees a slot', async () => {
     const b = await harness({ MAX_SUBSCRIPTIONS: '3' });
-    const refusedBefore = b.bridge.broker.refusals.subscribe;
+    const refusedBefore = b.bridge.broker!.refusals.subscribe;
     const subs = await raw(b.bridge.mqttPort, 'cam-subs');
     subs.send(subscribePacket(1, ['devices/cam-subs/result', 'bridge/+/status', 'bridge/a/status', 'bridge/b/status'], 1));
     expect(subackCodes(await subs.next(PacketType.SUBACK))).toEqual([1, 1, 1, 128]);
-    expect(b.bridge.broker.refusals.subscribe).toBe(refusedBefore + 1);
+    expect(b.bridge.broker!.refusals.subscribe).toBe(refusedBefore + 1);
     // Subscribing again to a granted filter takes no new slot.
     subs.send(subscribePacket(2, ['bridge/a/status'], 1));
     expect(subackCodes(await subs.next(PacketType.SUBACK))).toEqual([1]);
@@ -168,7 +168,7 @@ describe('protocol limits', () => {
   /** Floods the topic without waiting (a stalled subscriber holds each publish back). */
   function flood(b: Harness, topic: string, count: number, bytes: number): void {
     const payload = Buffer.alloc(bytes, 0x62);
-    for (let i = 0; i < count; i += 1) b.bridge.broker.publish(topic, payload, { qos: 0, retain: false }).catch(() => {});
+    for (let i = 0; i < count; i += 1) b.bridge.broker!.publish(topic, payload, { qos: 0, retain: false }).catch(() => {});
   }
 
   it('MAX_CLIENT_BACKLOG_BYTES: drops a subscriber that stopped reading once its backlog is over the limit', async () => {

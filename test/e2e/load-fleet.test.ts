@@ -20,7 +20,7 @@ describe('the threaded load fleet', () => {
   it('counts what the bridge answered and the upstream received, by priority', async () => {
     h = await startHarness({ DEVICE_RATE_LIMIT_RPM: '100000', RATE_LIMIT_RPM: '100000' });
     fleet = await startLoad({ host: '127.0.0.1', ports: [h.bridge.mqttPort], devices: 20, workers: 2, mix: MIX, prefix: 'lf' });
-    expect(h.bridge.broker.aedes.connectedClients).toBe(20);
+    expect(h.bridge.broker!.aedes.connectedClients).toBe(20);
 
     const step = await fleet.step(200, 1, 5000);
 
@@ -40,7 +40,7 @@ describe('the threaded load fleet', () => {
   it('reconnects devices the broker dropped before the next step, and counts the drops', async () => {
     h = await startHarness({ DEVICE_RATE_LIMIT_RPM: '100000', RATE_LIMIT_RPM: '100000' });
     fleet = await startLoad({ host: '127.0.0.1', ports: [h.bridge.mqttPort], devices: 4, workers: 1, mix: MIX, prefix: 'lf2' });
-    const { clients } = h.bridge.broker.aedes as unknown as { clients: Record<string, { close(): void }> };
+    const { clients } = h.bridge.broker!.aedes as unknown as { clients: Record<string, { close(): void }> };
     for (const client of Object.values(clients)) client.close();
     await new Promise((resolve) => setTimeout(resolve, 200));
 
@@ -48,7 +48,7 @@ describe('the threaded load fleet', () => {
 
     expect(step.sent).toBeGreaterThanOrEqual(45);
     expect(step.ok).toBe(step.sent);
-    expect(h.bridge.broker.aedes.connectedClients).toBe(4);
+    expect(h.bridge.broker!.aedes.connectedClients).toBe(4);
     expect(step.disconnects).toBe(4);
     expect(step.firstDisconnect).toMatch(/^lf2-\d+: connection closed by the broker$/);
   });

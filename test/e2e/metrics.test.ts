@@ -1,6 +1,6 @@
 // /metrics (Prometheus text, per-instance registry) and the bridge/{instanceId}/metrics snapshot.
 import { afterEach, describe, expect, it } from 'vitest';
-import { topics } from '../../bridge/contract.js';
+import { topics } from '../../contract/index.js';
 import type { MetricsSnapshot } from '../../bridge/metrics.js';
 import { ask, startHarness, type Harness } from '../helpers/harness.js';
 import { parsePrometheus, sampleValue, scrape, startBridgeWith } from '../helpers/admin-http.js';
@@ -104,7 +104,7 @@ describe('bridge/{instanceId}/metrics', () => {
       await device.reply('s-1');
       const received: Array<{ topic: string; retain: boolean; snapshot: MetricsSnapshot }> = [];
       await new Promise<void>((resolve) => {
-        b.bridge.broker.aedes.subscribe(
+        b.bridge.broker!.aedes.subscribe(
           'bridge/+/metrics',
           (packet, cb) => {
             received.push({

@@ -3,7 +3,7 @@
 // bridge must answer low-value work `queue_full` with retry_after_ms at once, keep serving
 // `critical`, and leave no request without exactly one reply.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Reply } from '../../bridge/contract.js';
+import type { Reply } from '../../contract/index.js';
 import { MemoryStore } from '../../bridge/store/memory.js';
 import { sampleValue, scrape } from '../helpers/admin-http.js';
 import { ask, sleep, startHarness, type Device, type Harness } from '../helpers/harness.js';

@@ -2,7 +2,7 @@
 // and ports, all calling ONE upstream simulator: what the contract promises across
 // instances (guarantees 2, 3, 4 and 6), asserted on what devices and the upstream saw.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Reply } from '../../bridge/contract.js';
+import type { Reply } from '../../contract/index.js';
 import type { RecordedRequest } from '../../device-sim/upstream-sim.js';
 import { AGING_ENV, expectLowRunsUnderCriticalFlood } from '../helpers/aging.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';

@@ -81,10 +81,10 @@ describe('role × action matrix over TCP', () => {
 
     for (const [topic, allowed] of PUBLISH) {
       it(`${role}: publish ${topic} → ${allowed[role] ? 'allowed' : 'refused, disconnected'}`, async () => {
-        const before = h.bridge.broker.refusals.publish;
+        const before = h.bridge.broker!.refusals.publish;
         const client = await connectTcp(h.bridge.mqttPort, { ...LOGIN[role], clientId: `${LOGIN[role].clientId}.pub` });
         expect(await publishAllowed(client, topic)).toBe(allowed[role]);
-        expect(h.bridge.broker.refusals.publish - before).toBe(allowed[role] ? 0 : 1);
+        expect(h.bridge.broker!.refusals.publish - before).toBe(allowed[role] ? 0 : 1);
       });
     }
   }
@@ -98,14 +98,14 @@ describe('role × action matrix over TCP', () => {
 
 describe('the same rules over TLS and WebSocket', () => {
   const transports = {
-    tls: (options: object) => connectTls(h.bridge.broker.tlsPort as number, { ca: pki.ca, ...options }),
-    ws: (options: object) => connectWs(h.bridge.broker.wsPort as number, options),
+    tls: (options: object) => connectTls(h.bridge.broker!.tlsPort as number, { ca: pki.ca, ...options }),
+    ws: (options: object) => connectWs(h.bridge.broker!.wsPort as number, options),
   };
 
   it('reports the bound TLS and WebSocket ports (MQTT_TLS_PORT=0, MQTT_WS_PORT=0)', () => {
-    expect(h.bridge.broker.tlsPort).toBeGreaterThan(0);
-    expect(h.bridge.broker.wsPort).toBeGreaterThan(0);
-    expect(h.bridge.broker.tlsPort).not.toBe(h.bridge.mqttPort);
+    expect(h.bridge.broker!.tlsPort).toBeGreaterThan(0);
+    expect(h.bridge.broker!.wsPort).toBeGreaterThan(0);
+    expect(h.bridge.broker!.tlsPort).not.toBe(h.bridge.mqttPort);
   });
 
   for (const [name, connect] of Object.entries(transports)) {

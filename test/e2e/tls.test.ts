@@ -28,21 +28,21 @@ afterAll(async () => {
   dir.remove();
 });
 
-const port = (): number => h.bridge.broker.tlsPort as number;
+const port = (): number => h.bridge.broker!.tlsPort as number;
 
 describe('mTLS', () => {
   it('refuses a client without a certificate', async () => {
-    const before = h.bridge.broker.refusals.tls;
+    const before = h.bridge.broker!.refusals.tls;
     await expect(connectTls(port(), { ca: pki.ca, clientId: 'cam-1' })).rejects.toThrow();
-    expect(h.bridge.broker.refusals.tls).toBeGreaterThan(before);
+    expect(h.bridge.broker!.refusals.tls).toBeGreaterThan(before);
   });
 
   it('refuses a certificate from another CA', async () => {
-    const before = h.bridge.broker.refusals.tls;
+    const before = h.bridge.broker!.refusals.tls;
     const other = pki.client('cam-1', { otherCa: true });
     await expect(connectTls(port(), { ca: pki.ca, ...other, clientId: 'cam-1' })).rejects.toThrow();
-    expect(h.bridge.broker.refusals.tls).toBeGreaterThan(before);
-    expect(h.bridge.broker.refusals.connect).toBe(0); // refused by TLS, before any MQTT
+    expect(h.bridge.broker!.refusals.tls).toBeGreaterThan(before);
+    expect(h.bridge.broker!.refusals.connect).toBe(0); // refused by TLS, before any MQTT
   });
 
   it("takes the device id from a good certificate's CN, and the device ACL applies", async () => {
@@ -56,12 +56,12 @@ describe('mTLS', () => {
     await client.publishAsync('devices/cam-tls/infer/high', JSON.stringify(ask('over-mtls')), { qos: 1 });
     expect(await reply).toMatch(/^devices\/cam-tls\/result .*"id":"over-mtls"/);
 
-    const before = h.bridge.broker.refusals.publish;
+    const before = h.bridge.broker!.refusals.publish;
     const forger = await connectTls(port(), { ca: pki.ca, ...cert, clientId: 'cam-tls.pub' });
     const closed = disconnectedWithin(forger, 2000);
     forger.publish('devices/cam-x/infer/high', JSON.stringify(ask('forged')), { qos: 1 });
     expect(await closed).toBe(true);
-    expect(h.bridge.broker.refusals.publish).toBe(before + 1);
+    expect(h.bridge.broker!.refusals.publish).toBe(before + 1);
     forger.end(true);
     await client.endAsync();
   });
@@ -108,7 +108,7 @@ describe('mTLS', () => {
 
 describe('TLS listener errors', () => {
   it('a busy MQTT_TLS_PORT is a ListenError naming it', async () => {
-    const busy = h.bridge.broker.tlsPort as number;
+    const busy = h.bridge.broker!.tlsPort as number;
     const config = {
       mqttHost: '127.0.0.1',
       mqttPort: 0,

@@ -2,7 +2,7 @@
 // 5xx, 4xx, 429 (Retry-After), hangs and slow answers. Every test checks both sides: what the
 // device was told on its result topic and what the upstream actually received.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Reply } from '../../bridge/contract.js';
+import type { Reply } from '../../contract/index.js';
 import { ask, sleep, startHarness, type Harness } from '../helpers/harness.js';
 
 /** Polls until `predicate` holds; fails with `what` after `timeoutMs`. */

@@ -1,7 +1,7 @@
 // The aging check shared by the memory-store and Redis-store suites: critical requests flood a
 // bridge with one upstream slot while one low request waits; aging must still run it.
 import { expect } from 'vitest';
-import type { Reply } from '../../bridge/contract.js';
+import type { Reply } from '../../contract/index.js';
 import { ask, sleep, type Harness } from './harness.js';
 
 /** Offsets shrunk so aging shows within a test: low waits at most 300 ms behind critical. */

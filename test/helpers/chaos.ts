@@ -2,7 +2,7 @@
 // reconnecting to a fixed port, a ledger of what was acknowledged and answered, and small
 // probes (readiness, waiting for a condition).
 import mqtt, { type MqttClient } from 'mqtt';
-import { topics } from '../../bridge/contract.js';
+import { topics } from '../../contract/index.js';
 import { sleep } from './harness.js';
 
 /** What a device saw on its result topic, kept raw enough that a malformed reply is visible too. */

@@ -3,7 +3,7 @@
 import mqtt, { type MqttClient } from 'mqtt';
 import { startBridge, type RunningBridge } from '../../bridge/app.js';
 import { loadConfig } from '../../bridge/config.js';
-import { ReplySchema, topics, type OkReply, type Priority, type Reply } from '../../bridge/contract.js';
+import { ReplySchema, topics, type OkReply, type Priority, type Reply } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
 import type { Store } from '../../bridge/store/types.js';
 import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';

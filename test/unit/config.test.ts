@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../bridge/config.js';
+import { loadConfig } from '../../bridge/config.js';
+import { ConfigError } from '../../contract/index.js';
 
 describe('loadConfig', () => {
   it('gives the contract defaults for an empty environment', () => {

@@ -8,7 +8,7 @@ import {
   isEmbeddingRequest,
   requestKind,
   type InferRequest,
-} from '../../bridge/contract.js';
+} from '../../contract/index.js';
 import { cacheKeyOf } from '../../bridge/cache-key.js';
 import { buildUpstreamBody } from '../../bridge/upstream/body.js';
 

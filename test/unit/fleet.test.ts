@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Aedes, type AedesPublishPacket } from 'aedes';
-import { parseInferTopic, topics, type ErrorReply, type OkReply } from '../../bridge/contract.js';
+import { parseInferTopic, topics, type ErrorReply, type OkReply } from '../../contract/index.js';
 import { runFleet, type FleetOptions } from '../../device-sim/fleet.js';
 
 type Decision = 'ok' | 'drop' | 'error' | 'twice';

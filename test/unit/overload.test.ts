@@ -1,6 +1,6 @@
 // The LoadShedder's state machine with injected event-loop windows and clock: no real timers.
 import { describe, expect, it } from 'vitest';
-import type { Priority } from '../../bridge/contract.js';
+import type { Priority } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
 import { LoadShedder, type DelaySource, type ShedReason } from '../../bridge/overload.js';
 import type { QueueEstimate } from '../../bridge/queue-wait.js';

@@ -2,7 +2,7 @@ import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { logSink } from '../helpers/log-sink.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { InferRequest } from '../../bridge/contract.js';
+import type { InferRequest } from '../../contract/index.js';
 import { BridgeError } from '../../bridge/errors.js';
 import { createLogger } from '../../bridge/logger.js';
 import { buildUpstreamBody } from '../../bridge/upstream/body.js';

@@ -1,61 +1,7 @@
-// The outside contract (shared/CONTRACT.md v1) as code: topics, payload schemas and
-// error codes. Shared by the bridge, the simulators and the tests, so they cannot drift.
+// Payloads of the contract: requests, replies and the status document, as zod schemas.
 import { z } from 'zod';
-
-export const CONTRACT_VERSION = 1;
-
-export const PRIORITIES = ['critical', 'high', 'normal', 'low'] as const;
-export const PrioritySchema = z.enum(PRIORITIES);
-export type Priority = z.infer<typeof PrioritySchema>;
-
-export const ERROR_CODES = [
-  'invalid_request',
-  'payload_too_large',
-  'rate_limited',
-  'queue_full',
-  'expired',
-  'upstream_error',
-  'upstream_timeout',
-  'unavailable',
-  'internal',
-] as const;
-export const ErrorCodeSchema = z.enum(ERROR_CODES);
-export type ErrorCode = z.infer<typeof ErrorCodeSchema>;
-
-export const DEVICE_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
-export const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,64}$/;
-
-/** A client's device id is its client id up to the first `.`. */
-export function deviceIdOfClientId(clientId: string): string | null {
-  const dot = clientId.indexOf('.');
-  const id = dot === -1 ? clientId : clientId.slice(0, dot);
-  return DEVICE_ID_PATTERN.test(id) ? id : null;
-}
-
-export const topics = {
-  infer: (deviceId: string, priority: Priority): string => `devices/${deviceId}/infer/${priority}`,
-  result: (deviceId: string): string => `devices/${deviceId}/result`,
-  status: (instanceId: string): string => `bridge/${instanceId}/status`,
-  metrics: (instanceId: string): string => `bridge/${instanceId}/metrics`,
-  inferWildcard: 'devices/+/infer/+',
-};
-
-export type InferTopic =
-  | { kind: 'infer'; deviceId: string; priority: Priority }
-  | { kind: 'bad_priority'; deviceId: string; segment: string };
-
-/** Parses `devices/{deviceId}/infer/{priority}`; null when the topic is not a request topic. */
-export function parseInferTopic(topic: string): InferTopic | null {
-  const parts = topic.split('/');
-  if (parts.length !== 4 || parts[0] !== 'devices' || parts[2] !== 'infer') return null;
-  const deviceId = parts[1] ?? '';
-  if (!DEVICE_ID_PATTERN.test(deviceId)) return null;
-  const segment = parts[3] ?? '';
-  const priority = PrioritySchema.safeParse(segment);
-  return priority.success
-    ? { kind: 'infer', deviceId, priority: priority.data }
-    : { kind: 'bad_priority', deviceId, segment };
-}
+import { ErrorCodeSchema } from './errors.js';
+import { PrioritySchema, REQUEST_ID_PATTERN } from './topics.js';
 
 // --- request -------------------------------------------------------------------------
 

@@ -1,0 +1,43 @@
+// The broker port over the embedded Aedes broker: admission runs inside its
+// authorizePublish, so a request's PUBACK is sent only once it is admitted.
+import type { Logger } from 'pino';
+import { startBroker, type Broker, type BrokerConfig } from '../../broker/broker.js';
+import type { ClusterPlugins } from '../../broker/cluster.js';
+import type { RequestHandler } from '../../contract/index.js';
+import type { MqttPort } from './port.js';
+
+export interface EmbeddedPort extends MqttPort {
+  readonly mode: 'embedded';
+  readonly broker: Broker;
+}
+
+export async function openEmbedded(
+  config: BrokerConfig,
+  onRequest: RequestHandler,
+  logger: Logger,
+  plugins: ClusterPlugins | undefined,
+): Promise<EmbeddedPort> {
+  const broker = await startBroker(config, onRequest, logger, plugins);
+  // Keyed by client id: a session taken over by a new connection with the same id must not
+  // be forgotten when the old one closes.
+  const clients = new Map<string, object>();
+  broker.aedes.on('client', (client) => clients.set(client.id, client));
+  broker.aedes.on('clientDisconnect', (client) => {
+    if (clients.get(client.id) === client) clients.delete(client.id);
+  });
+  return {
+    mode: 'embedded',
+    broker,
+    publish: broker.publish,
+    connected: () => true,
+    clientIds: () => [...clients.keys()],
+    refusals: () => broker.refusals,
+    ports: {
+      mqtt: broker.mqttPort,
+      ...(broker.tlsPort === undefined ? {} : { mqttTls: broker.tlsPort }),
+      ...(broker.wsPort === undefined ? {} : { mqttWs: broker.wsPort }),
+    },
+    reloadAuth: () => void broker.reloadAuth(),
+    close: () => broker.close(),
+  };
+}

@@ -1,0 +1,21 @@
+// The broker port: everything the bridge needs from MQTT, whichever broker carries it.
+// `embedded` runs Aedes in this process; `external` joins the plant's broker as a client.
+import type { Publish } from '../../contract/index.js';
+
+export interface MqttPort {
+  readonly mode: 'embedded' | 'external';
+  /** Publishes into MQTT; with an external broker, waits for the connection while it is down. */
+  readonly publish: Publish;
+  /** False while requests cannot arrive or replies cannot leave (the external connection is down). */
+  connected(): boolean;
+  /** MQTT clients connected to this instance (embedded only; the plant's broker knows its own). */
+  clientIds(): string[];
+  /** Refused operations, for metrics (embedded only: the plant's broker refuses its own). */
+  refusals(): { publish: number; subscribe: number; connect: number };
+  /** Ports this instance listens on for MQTT (none with an external broker). */
+  readonly ports: { mqtt?: number; mqttTls?: number; mqttWs?: number };
+  /** Re-reads AUTH_FILE on SIGHUP (embedded only). */
+  reloadAuth(): void;
+  /** Stops taking requests and closes; replies published before this have left. */
+  close(): Promise<void>;
+}

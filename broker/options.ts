@@ -1,0 +1,30 @@
+// What the embedded broker needs to know, as its own type: the bridge's Config fits it, and
+// the broker never imports the bridge.
+
+export interface ListenerOptions {
+  mqttHost: string;
+  /** 0 picks a free port. */
+  mqttPort: number;
+  /** Each of these starts one more listener when set. */
+  mqttTlsPort?: number | undefined;
+  tlsCertFile?: string | undefined;
+  tlsKeyFile?: string | undefined;
+  /** Client certificates signed by this CA are required (mTLS). */
+  tlsCaFile?: string | undefined;
+  mqttWsPort?: number | undefined;
+}
+
+export interface BrokerConfig extends ListenerOptions {
+  allowAnonymous: boolean;
+  maxConnections: number;
+  connectTimeoutMs: number;
+  keepaliveLimitS: number;
+  drainTimeoutMs: number;
+  maxInflightQos2: number;
+  // Optional so a broker built without them (tests, tools) is a plain TCP broker.
+  authFile?: string | undefined;
+  // Without them, the contract's defaults.
+  maxPayloadBytes?: number | undefined;
+  maxClientBacklogBytes?: number | undefined;
+  maxSubscriptions?: number | undefined;
+}

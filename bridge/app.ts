@@ -10,6 +10,7 @@ import { Intake } from './intake.js';
 import type { Logger } from './logger.js';
 import { BridgeMetrics } from './metrics.js';
 import { openEmbedded, type EmbeddedPort } from './mqtt/embedded.js';
+import { openExternal, type ExternalPort } from './mqtt/external.js';
 import type { MqttPort } from './mqtt/port.js';
 import type { Broker } from '../broker/broker.js';
 import { Results } from './results.js';
@@ -51,7 +52,13 @@ export async function startBridge(
   store?: Store,
   options: BridgeOptions = {},
 ): Promise<RunningBridge> {
-  const instanceId = `bridge-${randomBytes(4).toString('hex')}`;
+  const instanceId = config.instanceId ?? `bridge-${randomBytes(4).toString('hex')}`;
+  // Leases name the process, not the instance: a restarted INSTANCE_ID must never renew or
+  // complete what its predecessor (perhaps only paused) still holds.
+  const owner = `${instanceId}.${randomBytes(4).toString('hex')}`;
+  const since = new Date().toISOString();
+  const statusOf = (state: Status['state']): Buffer =>
+    Buffer.from(JSON.stringify({ state, instance: instanceId, version: VERSION, since } satisfies Status));
   const log = logger.child({ instance: instanceId });
   // Read before anything starts: a bad CONFIG_FILE is a ConfigError (exit 2 in main).
   const upstreamConfig = upstreamSettings(config, readConfigFile(config.configFile));
@@ -65,7 +72,7 @@ export async function startBridge(
   // The broker and the results sink need each other: intake runs inside the broker's hooks
   // and replies through the broker, so the handler is bound once both exist.
   let intake: Intake | undefined;
-  let mqtt: EmbeddedPort;
+  let mqtt: EmbeddedPort | ExternalPort;
   let metrics: BridgeMetrics | undefined;
   const onRequest: RequestHandler = async (request) => {
     if (!intake) return;
@@ -74,7 +81,17 @@ export async function startBridge(
     if (result.outcome === 'rejected') return { reasonCode: pubackReasonOf(result.error.code), reasonString: result.error.message };
   };
   try {
-    mqtt = await openEmbedded(config, onRequest, log, coordination.plugins);
+    const { brokerUrl } = config;
+    mqtt =
+      brokerUrl === undefined
+        ? await openEmbedded(config, onRequest, log, coordination.plugins)
+        : await openExternal(
+            { ...config, brokerUrl },
+            instanceId,
+            { topic: topics.status(instanceId), online: statusOf('online'), offline: statusOf('offline') },
+            onRequest,
+            log,
+          );
   } catch (err) {
     await coordination.plugins?.close(); // the broker owns the plugins only once it started
     await coordination.close();
@@ -111,7 +128,7 @@ export async function startBridge(
     upstream,
     results,
     log.child({ module: 'scheduler' }),
-    instanceId,
+    owner,
     Date.now,
     metrics,
     shedder,
@@ -194,11 +211,8 @@ export async function startBridge(
     throw err;
   }
 
-  const since = new Date().toISOString();
-  const publishStatus = (state: Status['state']): Promise<void> => {
-    const status: Status = { state, instance: instanceId, version: VERSION, since };
-    return mqtt.publish(topics.status(instanceId), Buffer.from(JSON.stringify(status)), { qos: 1, retain: true });
-  };
+  const publishStatus = (state: Status['state']): Promise<void> =>
+    mqtt.publish(topics.status(instanceId), statusOf(state), { qos: 1, retain: true });
   await publishStatus('online');
   scheduler.start();
 

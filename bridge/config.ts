@@ -54,6 +54,16 @@ const EnvSchema = z.object({
   TLS_KEY_FILE: readableFile.optional(),
   TLS_CA_FILE: readableFile.optional(),
   MQTT_WS_PORT: port.optional(),
+  BROKER_URL: url(['mqtt:', 'mqtts:', 'ws:', 'wss:']).optional(),
+  BROKER_USERNAME: z.string().min(1).optional(),
+  BROKER_PASSWORD: z.string().min(1).optional(),
+  BROKER_CA_FILE: readableFile.optional(),
+  BROKER_CERT_FILE: readableFile.optional(),
+  BROKER_KEY_FILE: readableFile.optional(),
+  BROKER_SHARE_GROUP: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 characters of A-Za-z0-9_-').default('edge-ai-bridge'),
+  BROKER_SESSION_EXPIRY_S: int(0).default(86_400),
+  INSTANCE_ID: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 characters of A-Za-z0-9_-').optional(),
+  MAX_SESSION_EXPIRY_S: int(0).default(86_400),
   HTTP_HOST: z.string().min(1).default('127.0.0.1'),
   HTTP_PORT: port.default(9464),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
@@ -113,6 +123,19 @@ export interface Config {
   tlsKeyFile: string | undefined;
   tlsCaFile: string | undefined;
   mqttWsPort: number | undefined;
+  /** The plant's broker; set, the bridge starts no MQTT listener and joins it as a client. */
+  brokerUrl: string | undefined;
+  brokerUsername: string | undefined;
+  brokerPassword: string | undefined;
+  brokerCaFile: string | undefined;
+  brokerCertFile: string | undefined;
+  brokerKeyFile: string | undefined;
+  brokerShareGroup: string;
+  brokerSessionExpiryS: number;
+  /** Names the status topics and, with BROKER_URL, the client id; generated when unset. */
+  instanceId: string | undefined;
+  /** The longest MQTT 5 session expiry the embedded broker grants. */
+  maxSessionExpiryS: number;
   httpHost: string;
   httpPort: number;
   adminToken: string | undefined;
@@ -185,6 +208,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (e.MQTT_TLS_PORT !== undefined && tlsParts.some((p) => p === undefined)) {
     throw new ConfigError('MQTT_TLS_PORT', 'needs TLS_CERT_FILE and TLS_KEY_FILE');
   }
+  if (e.BROKER_URL === undefined) {
+    const set = (['BROKER_USERNAME', 'BROKER_PASSWORD', 'BROKER_CA_FILE', 'BROKER_CERT_FILE', 'BROKER_KEY_FILE'] as const).find(
+      (name) => e[name] !== undefined,
+    );
+    if (set) throw new ConfigError('BROKER_URL', `must be set when ${set} is`);
+  }
+  if ((e.BROKER_CERT_FILE === undefined) !== (e.BROKER_KEY_FILE === undefined)) {
+    throw new ConfigError('BROKER_CERT_FILE', 'BROKER_CERT_FILE and BROKER_KEY_FILE go together (a client certificate and its key)');
+  }
   if (e.FALLBACK_URL === undefined && (e.FALLBACK_API_KEYS !== undefined || e.FALLBACK_MODEL !== undefined)) {
     throw new ConfigError('FALLBACK_URL', 'must be set when FALLBACK_API_KEYS or FALLBACK_MODEL is');
   }
@@ -192,7 +224,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // Secure by default (Mosquitto 2.0): anonymous only while every listener is loopback-bound.
   const allLoopback = isLoopback(e.MQTT_HOST);
   const allowAnonymous = e.ALLOW_ANONYMOUS ?? allLoopback;
-  if (!allLoopback && e.AUTH_FILE === undefined && e.ALLOW_ANONYMOUS !== true) {
+  // With BROKER_URL no listener opens: the plant's broker authenticates its devices.
+  if (e.BROKER_URL === undefined && !allLoopback && e.AUTH_FILE === undefined && e.ALLOW_ANONYMOUS !== true) {
     throw new ConfigError(
       'MQTT_HOST',
       `${e.MQTT_HOST} is not a loopback address: set AUTH_FILE, or ALLOW_ANONYMOUS=true to accept anonymous devices from the network`,
@@ -207,6 +240,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tlsKeyFile: e.TLS_KEY_FILE,
     tlsCaFile: e.TLS_CA_FILE,
     mqttWsPort: e.MQTT_WS_PORT,
+    brokerUrl: e.BROKER_URL,
+    brokerUsername: e.BROKER_USERNAME,
+    brokerPassword: e.BROKER_PASSWORD,
+    brokerCaFile: e.BROKER_CA_FILE,
+    brokerCertFile: e.BROKER_CERT_FILE,
+    brokerKeyFile: e.BROKER_KEY_FILE,
+    brokerShareGroup: e.BROKER_SHARE_GROUP,
+    brokerSessionExpiryS: e.BROKER_SESSION_EXPIRY_S,
+    instanceId: e.INSTANCE_ID,
+    maxSessionExpiryS: e.MAX_SESSION_EXPIRY_S,
     httpHost: e.HTTP_HOST,
     httpPort: e.HTTP_PORT,
     adminToken: e.ADMIN_TOKEN,

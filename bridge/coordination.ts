@@ -15,7 +15,7 @@ import type { Store } from './store/types.js';
 export interface Coordination {
   kind: 'memory' | 'redis';
   store: Store;
-  /** For the broker; undefined in memory mode (Aedes' in-process defaults). */
+  /** For the embedded broker; undefined in memory mode (Aedes' in-process defaults) and with BROKER_URL. */
   plugins: ClusterPlugins | undefined;
   /** The store's Redis connection (redis mode only), for state other parts share, e.g. circuit breakers. */
   redis?: Redis | undefined;
@@ -30,7 +30,7 @@ export interface Coordination {
 const CONNECT_TIMEOUT_MS = 10_000;
 
 export async function openCoordination(
-  config: Pick<Config, 'redisUrl' | 'redisPrefix'>,
+  config: Pick<Config, 'redisUrl' | 'redisPrefix' | 'brokerUrl'>,
   logger: Logger,
 ): Promise<Coordination> {
   if (config.redisUrl === undefined) {
@@ -84,9 +84,11 @@ export async function openCoordination(
     redis.disconnect();
     throw new ConfigError('REDIS_URL', `cannot subscribe to ${channel}: ${(err as Error).message}`);
   }
-  let plugins: ClusterPlugins;
+  // The embedded brokers of a fleet share subscriptions and sessions through Redis; with the
+  // plant's broker (BROKER_URL) that broker does it.
+  let plugins: ClusterPlugins | undefined;
   try {
-    plugins = await createClusterPlugins(config.redisUrl, config.redisPrefix, log, { presence });
+    if (config.brokerUrl === undefined) plugins = await createClusterPlugins(config.redisUrl, config.redisPrefix, log, { presence });
   } catch (err) {
     await presence.leave();
     redis.disconnect();

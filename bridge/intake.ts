@@ -12,6 +12,7 @@ import {
   type InboundRequest,
   type OkReply,
   type Priority,
+  type Reply,
   type RequestProperties,
   type ReplyRoute,
 } from '../contract/index.js';
@@ -95,8 +96,10 @@ export class Intake {
     const target: ReplyTarget = { deviceId, deadlineMs: expiryDeadline(properties, arrivalMs) };
     let id: string | null = null;
     try {
-      // First, so that even a refused request is answered on its response topic.
-      target.route = replyRouteOf(deviceId, properties);
+      // Read first, so that even a refused request is answered on its response topic; a bad
+      // route is refused once the id is known.
+      const route = replyRouteOf(deviceId, properties);
+      if (!(route instanceof BridgeError)) target.route = route;
       if (payload.length > this.config.maxPayloadBytes) {
         id = sniffId(payload);
         throw new BridgeError(
@@ -111,6 +114,7 @@ export class Intake {
         throw new BridgeError('invalid_request', 'payload is not valid JSON');
       }
       id = readId(body);
+      if (route instanceof BridgeError) throw route;
       if (topic.kind === 'bad_priority') {
         throw new BridgeError('invalid_request', `unknown priority "${topic.segment}" (expected critical, high, normal or low)`);
       }
@@ -122,7 +126,7 @@ export class Intake {
       if (shed) {
         // Cheap on purpose (no store call, no log line: the shedder logs a summary), and not
         // recorded for idempotency, so a retry with the same id is admitted normally later.
-        await this.results.send(target, errorReply(id, shed, priority));
+        this.reply(target, errorReply(id, shed, priority));
         return { outcome: 'rejected', error: shed };
       }
       shedder.admissionStarted();
@@ -136,9 +140,20 @@ export class Intake {
       const log = this.logger.child({ deviceId, reqId: id });
       if (error.code === 'internal') log.error({ err }, 'intake failed');
       else log.info({ code: error.code }, `request rejected: ${error.message}`);
-      await this.results.send(target, errorReply(id, error, priority));
+      this.reply(target, errorReply(id, error, priority));
       return { outcome: 'rejected', error };
     }
+  }
+
+  /**
+   * Sends a reply without waiting for it to be delivered: admission runs before the request's
+   * PUBACK, and with the plant's broker the reply's own acknowledgement arrives behind that
+   * PUBACK on the same connection.
+   */
+  private reply(target: ReplyTarget, reply: Reply): void {
+    this.results.send(target, reply).catch((err: unknown) => {
+      this.logger.warn({ err, deviceId: target.deviceId, reqId: reply.id }, 'could not publish the reply');
+    });
   }
 
   private async admit(
@@ -191,14 +206,14 @@ export class Intake {
         return 'queued';
       case 'answered':
         if (this.debugLines) log.debug({ ...fields, priority }, 'request answered from the cache');
-        if (answer) await this.results.send(job, answer);
+        if (answer) this.reply(job, answer);
         return 'cached';
       case 'duplicate_pending':
         log.info(fields, 'duplicate of a request still queued or in flight: its one reply answers both');
         return 'duplicate';
       case 'duplicate_done':
         log.info(fields, 'duplicate of an answered request: stored reply published again');
-        await this.results.send(job, result.reply);
+        this.reply(job, result.reply);
         return 'duplicate';
       case 'rate_limited':
         throw new BridgeError(
@@ -229,20 +244,20 @@ function earliest(a: number | undefined, b: number | undefined): number | undefi
 /**
  * What the request's MQTT 5 properties ask of its reply; undefined when they ask nothing.
  * A response topic outside the device's namespace, or too many user properties to echo,
- * refuse the request.
+ * are the error that refuses the request.
  */
-function replyRouteOf(deviceId: string, properties: RequestProperties): ReplyRoute | undefined {
+function replyRouteOf(deviceId: string, properties: RequestProperties): ReplyRoute | BridgeError | undefined {
   const { responseTopic, correlationData, userProperties } = properties;
   if (responseTopic === undefined && userProperties === undefined) return undefined;
   if (responseTopic !== undefined) {
     const problem = responseTopicProblem(deviceId, responseTopic);
-    if (problem) throw new BridgeError('invalid_request', `Response Topic: ${problem}`);
+    if (problem) return new BridgeError('invalid_request', `Response Topic: ${problem}`);
   }
   if (userProperties !== undefined) {
     const pairs = Object.entries(userProperties).flatMap(([name, value]) => (Array.isArray(value) ? value : [value]).map((v) => [name, v]));
     const bytes = pairs.reduce((sum, [name, value]) => sum + Buffer.byteLength(name ?? '') + Buffer.byteLength(value ?? ''), 0);
     if (pairs.length > MAX_ECHOED_USER_PROPERTIES || bytes > MAX_ECHOED_USER_PROPERTY_BYTES) {
-      throw new BridgeError(
+      return new BridgeError(
         'invalid_request',
         `User Property: at most ${MAX_ECHOED_USER_PROPERTIES} pairs of ${MAX_ECHOED_USER_PROPERTY_BYTES} bytes in all (got ${pairs.length}, ${bytes} bytes)`,
       );

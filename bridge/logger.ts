@@ -17,6 +17,7 @@ const REDACT = [
   'config.upstreamApiKeys',
   'config.fallbackApiKeys',
   'config.adminToken',
+  'config.brokerPassword',
 ];
 
 /**

@@ -231,7 +231,8 @@ export async function startBridge(
       });
   }, options.metricsIntervalMs ?? DEFAULT_METRICS_INTERVAL_MS);
   metricsTimer.unref();
-  log.info({ ...mqtt.ports, broker: mqtt.mode, httpPort: admin.port, store: coordination.kind }, 'bridge ready');
+  const { mqtt: mqttPort, mqttTls: mqttTlsPort, mqttWs: mqttWsPort } = mqtt.ports;
+  log.info({ broker: mqtt.mode, mqttPort, mqttTlsPort, mqttWsPort, httpPort: admin.port, store: coordination.kind }, 'bridge ready');
 
   return {
     instanceId,

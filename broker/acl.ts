@@ -21,7 +21,8 @@ function publishPatterns(identity: Identity): string[] {
 function subscribePatterns(identity: Identity): string[] {
   switch (identity.role) {
     case 'device':
-      return identity.deviceId === undefined ? [] : [`devices/${identity.deviceId}/result`, 'bridge/+/status'];
+      // Its whole namespace: the result topic and any MQTT 5 response topic it names there.
+      return identity.deviceId === undefined ? [] : [`devices/${identity.deviceId}/#`, 'bridge/+/status'];
     case 'observer':
       return ['devices/+/result', 'devices/+/infer/+', 'bridge/#'];
     case 'operator':

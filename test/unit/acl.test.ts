@@ -22,12 +22,16 @@ describe('filterWithin', () => {
 });
 
 describe('role rules', () => {
-  it('lets a device publish only its own request topics and read only its own results and bridge status', () => {
+  it('lets a device publish only its own request topics and read only its own namespace and bridge status', () => {
     expect(mayPublish(device, 'devices/cam-1/infer/high')).toBe(true);
     expect(mayPublish(device, 'devices/cam-1/infer/whatever')).toBe(true); // answered invalid_request by intake
     expect(mayPublish(device, 'devices/cam-2/infer/high')).toBe(false);
     expect(mayPublish(device, 'devices/cam-1/result')).toBe(false);
     expect(maySubscribe(device, 'devices/cam-1/result')).toBe(true);
+    expect(maySubscribe(device, 'devices/cam-1/rpc/#')).toBe(true); // MQTT 5 response topics
+    expect(maySubscribe(device, 'devices/cam-1/#')).toBe(true);
+    expect(maySubscribe(device, 'devices/cam-2/rpc/#')).toBe(false);
+    expect(maySubscribe(device, 'devices/+/rpc/x')).toBe(false);
     expect(maySubscribe(device, 'bridge/+/status')).toBe(true);
     expect(maySubscribe(device, 'bridge/+/metrics')).toBe(false);
     expect(maySubscribe(device, 'devices/+/result')).toBe(false);

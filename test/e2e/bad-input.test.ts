@@ -1,14 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ask, startHarness, type Device, type Harness } from '../helpers/harness.js';
+import { ask, BROKER_MODES, startHarness, type Device, type Harness } from '../helpers/harness.js';
 
-// Every rejection is a reply with a contract code, never silence, and never touches another device.
-describe('bad input', () => {
+// Every rejection is a reply with a contract code, never silence, and never touches another
+// device: with the embedded broker and with the plant's broker alike.
+describe.each(BROKER_MODES)('bad input (%s broker)', (mode) => {
   let h: Harness;
   let bad: Device;
   let good: Device;
   let n = 0;
   beforeAll(async () => {
-    h = await startHarness({ MAX_PAYLOAD_BYTES: '2048', DEVICE_RATE_LIMIT_RPM: '1000' });
+    h = await startHarness({ MAX_PAYLOAD_BYTES: '2048', DEVICE_RATE_LIMIT_RPM: '1000' }, {}, undefined, { mode });
     bad = await h.device('bad-1');
     good = await h.device('good-1');
   });
@@ -67,9 +68,9 @@ describe('bad input', () => {
   });
 });
 
-describe('device quota and queue limit', () => {
+describe.each(BROKER_MODES)('device quota and queue limit (%s broker)', (mode) => {
   it('answers rate_limited with retry_after_ms once a device is over DEVICE_RATE_LIMIT_RPM', async () => {
-    const h = await startHarness({ DEVICE_RATE_LIMIT_RPM: '3' });
+    const h = await startHarness({ DEVICE_RATE_LIMIT_RPM: '3' }, {}, undefined, { mode });
     try {
       const d = await h.device('greedy');
       const other = await h.device('polite');
@@ -87,7 +88,7 @@ describe('device quota and queue limit', () => {
   });
 
   it('answers queue_full once QUEUE_MAX requests wait', async () => {
-    const h = await startHarness({ QUEUE_MAX: '2', MAX_CONCURRENCY: '1' }, { latencyMs: 300 });
+    const h = await startHarness({ QUEUE_MAX: '2', MAX_CONCURRENCY: '1' }, { latencyMs: 300 }, undefined, { mode });
     try {
       const d = await h.device('filler');
       await d.publish('normal', ask('running'));

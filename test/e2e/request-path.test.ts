@@ -1,11 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../bridge/store/memory.js';
-import { ask, sleep, startHarness, type Harness } from '../helpers/harness.js';
+import { ask, BROKER_MODES, sleep, startHarness, type Harness } from '../helpers/harness.js';
 
-describe('request path (device → broker → bridge → upstream → reply)', () => {
+describe.each(BROKER_MODES)('request path (device → %s broker → bridge → upstream → reply)', (mode) => {
   let h: Harness;
   beforeEach(async () => {
-    h = await startHarness();
+    h = await startHarness({}, {}, undefined, { mode });
   });
   afterEach(async () => {
     await h.close();

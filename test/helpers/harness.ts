@@ -1,18 +1,28 @@
-// Starts a real bridge (broker on a free TCP port, admin HTTP, memory store) against the
-// upstream simulator, and gives tests MQTT devices that talk to it over TCP.
-import mqtt, { type MqttClient } from 'mqtt';
+// Starts a real bridge (admin HTTP, memory store) against the upstream simulator, with its
+// embedded broker on a free TCP port or joined to a real Mosquitto of its own (`mode:
+// 'external'`), and gives tests MQTT devices (3.1.1 or 5) that talk to that broker over TCP.
+import mqtt, { type IPublishPacket, type MqttClient } from 'mqtt';
 import { startBridge, type RunningBridge } from '../../bridge/app.js';
 import { loadConfig } from '../../bridge/config.js';
 import { ReplySchema, topics, type OkReply, type Priority, type Reply } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
 import type { Store } from '../../bridge/store/types.js';
 import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
+import { startMosquitto, type Mosquitto } from './mosquitto.js';
+
+/** Where the devices connect: the bridge's own broker, or the plant's broker it joined. */
+export type BrokerMode = 'embedded' | 'external';
+export const BROKER_MODES: BrokerMode[] = ['embedded', 'external'];
 
 export interface Harness {
   bridge: RunningBridge;
   upstream: UpstreamSim;
+  /** The broker the devices connect to. */
   url: string;
-  device(clientId: string): Promise<Device>;
+  mode: BrokerMode;
+  /** The Mosquitto the bridge joined, in external mode. */
+  mosquitto: Mosquitto | undefined;
+  device(clientId: string, options?: DeviceOptions): Promise<Device>;
   close(): Promise<void>;
 }
 
@@ -22,6 +32,8 @@ export interface HarnessOptions {
    * upstream); `sim` is then ignored, and close() leaves it running for its owner.
    */
   upstream?: UpstreamSim;
+  /** Default `embedded`; `external` starts a Mosquitto and points BROKER_URL at it. */
+  mode?: BrokerMode;
 }
 
 export async function startHarness(
@@ -34,26 +46,37 @@ export async function startHarness(
   const upstream = options.upstream ?? (await startUpstreamSim({ port: 0, latencyMs: 5, ...sim }));
   // Load shedding off unless a test asks for it: on a busy CI machine a slow event loop would
   // shed requests that tests of other features expect to be answered.
-  const config = loadConfig({ MQTT_PORT: '0', HTTP_PORT: '0', LOG_LEVEL: 'silent', OVERLOAD_DELAY_MS: '0', ...env });
+  const mode = options.mode ?? 'embedded';
+  const mosquitto = mode === 'external' ? await startMosquitto() : undefined;
+  const brokerEnv = mosquitto ? { BROKER_URL: mosquitto.url } : {};
+  const config = loadConfig({ MQTT_PORT: '0', HTTP_PORT: '0', LOG_LEVEL: 'silent', OVERLOAD_DELAY_MS: '0', ...brokerEnv, ...env });
   const logger = createLogger(config.logLevel);
   const bridge = await startBridge({ ...config, upstreamUrl: env.UPSTREAM_URL ?? upstream.url }, logger, store);
-  const url = `mqtt://127.0.0.1:${bridge.mqttPort}`;
+  const url = mosquitto?.url ?? `mqtt://127.0.0.1:${bridge.mqttPort}`;
   const devices: Device[] = [];
   return {
     bridge,
     upstream,
     url,
-    async device(clientId) {
-      const device = await connectDevice(url, clientId);
+    mode,
+    mosquitto,
+    async device(clientId, deviceOptions) {
+      const device = await connectDevice(url, clientId, deviceOptions);
       devices.push(device);
       return device;
     },
     async close() {
       await Promise.all(devices.map((d) => d.close()));
       await bridge.shutdown();
+      await mosquitto?.close();
       if (ownsUpstream) await upstream.close();
     },
   };
+}
+
+export interface DeviceOptions {
+  /** 4 = MQTT 3.1.1 (default), 5 = MQTT 5. */
+  protocolVersion?: 4 | 5;
 }
 
 export interface Device {
@@ -61,18 +84,22 @@ export interface Device {
   deviceId: string;
   /** Every reply received on the device's result topic, in order. */
   replies: Reply[];
+  /** Every PUBLISH the device received, on any topic it subscribed to, with its properties. */
+  packets: IPublishPacket[];
   publish(priority: Priority | string, payload: unknown, qos?: 0 | 1 | 2): Promise<void>;
   /** Waits for `count` replies with this id (default 1) and returns them. */
   reply(id: string | null, options?: { count?: number; timeoutMs?: number }): Promise<Reply[]>;
   close(): Promise<void>;
 }
 
-export async function connectDevice(url: string, clientId: string): Promise<Device> {
-  const client = await mqtt.connectAsync(url, { clientId, reconnectPeriod: 0, clean: true });
+export async function connectDevice(url: string, clientId: string, options: DeviceOptions = {}): Promise<Device> {
+  const client = await mqtt.connectAsync(url, { clientId, reconnectPeriod: 0, clean: true, protocolVersion: options.protocolVersion ?? 4 });
   const deviceId = clientId.split('.')[0] as string;
   const replies: Reply[] = [];
+  const packets: IPublishPacket[] = [];
   const waiters = new Set<() => void>();
-  client.on('message', (topic, payload) => {
+  client.on('message', (topic, payload, packet) => {
+    packets.push(packet);
     if (topic !== topics.result(deviceId)) return;
     replies.push(ReplySchema.parse(JSON.parse(payload.toString())));
     for (const wake of waiters) wake();
@@ -83,6 +110,7 @@ export async function connectDevice(url: string, clientId: string): Promise<Devi
     client,
     deviceId,
     replies,
+    packets,
     async publish(priority, payload, qos = 1) {
       const body = Buffer.isBuffer(payload) || typeof payload === 'string' ? payload : JSON.stringify(payload);
       await client.publishAsync(`devices/${deviceId}/infer/${priority}`, body, { qos });

@@ -82,6 +82,11 @@ export async function startBridge(
   };
   try {
     const { brokerUrl } = config;
+    if (brokerUrl !== undefined && config.instanceId === undefined) {
+      log.warn(
+        'INSTANCE_ID is not set: this start joins the broker under a new client id, so what the previous one left unacknowledged in its session waits there until BROKER_SESSION_EXPIRY_S; set a stable INSTANCE_ID',
+      );
+    }
     mqtt =
       brokerUrl === undefined
         ? await openEmbedded(config, onRequest, log, coordination.plugins)
@@ -247,6 +252,7 @@ export async function startBridge(
       stopping = true;
       clearInterval(metricsTimer);
       log.info({ graceMs: config.shutdownGraceMs, inFlight: scheduler.inFlight }, 'shutting down');
+      await mqtt.quiesce();
       intake?.stop();
       shedder.stop();
       await scheduler.stop(config.shutdownGraceMs);

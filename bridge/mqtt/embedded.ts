@@ -38,6 +38,8 @@ export async function openEmbedded(
       ...(broker.wsPort === undefined ? {} : { mqttWs: broker.wsPort }),
     },
     reloadAuth: () => void broker.reloadAuth(),
+    // Devices keep their connections until close(); intake answers their requests `unavailable`.
+    quiesce: async () => {},
     close: () => broker.close(),
   };
 }

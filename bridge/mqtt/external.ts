@@ -4,6 +4,7 @@
 // broker only once the request is admitted: a bridge killed before that leaves it
 // unacknowledged in its session, and the broker delivers it again.
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import mqtt, { type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
 import type { Logger } from 'pino';
 import {
@@ -43,6 +44,9 @@ const RECONNECT_MIN_MS = 500;
 const CONNECT_TIMEOUT_MS = 10_000;
 /** Unacknowledged requests the broker may have on the way to this instance at once. */
 const RECEIVE_MAXIMUM = 100;
+/** On a graceful stop: how long no request must arrive before the broker is taken to have sent its last. */
+const QUIET_MS = 200;
+const QUIESCE_MAX_MS = 5000;
 
 export function sharedSubscription(group: string): string {
   return `$share/${group}/${topics.inferWildcard}`;
@@ -61,34 +65,45 @@ export async function openExternal(
 ): Promise<ExternalPort> {
   const log = logger.child({ module: 'external-broker', broker: redactUrl(options.brokerUrl), clientId });
   const filter = sharedSubscription(options.brokerShareGroup);
+  const admissions = new AdmissionCount();
   const client = mqtt.connect(options.brokerUrl, {
     ...clientOptions(options, clientId, status),
     // Admission runs here, before the PUBACK; mqtt.js sends it when this calls back.
+    // mqtt.js hands over one message at a time, so admissions on this connection run one
+    // after another.
     customHandleAcks: (topic, payload, packet: IPublishPacket, done) => {
-      admit(topic, payload, packet, onRequest, log).then(
-        (code) => done(code),
-        (err: unknown) => {
-          log.error({ err, topic }, 'request handler failed');
-          done(PUBACK_REASON.implementationSpecificError);
-        },
-      );
+      admissions.started();
+      admit(topic, payload, packet, onRequest, log)
+        .then(
+          (code) => done(code),
+          (err: unknown) => {
+            log.error({ err, topic }, 'request handler failed');
+            done(PUBACK_REASON.implementationSpecificError);
+          },
+        )
+        .finally(() => admissions.ended());
     },
   });
   // A QoS 0 request has no PUBACK to hold: it arrives as a plain message (QoS 1 ones arrive
   // here too, once acknowledged, and are skipped).
   client.on('message', (topic, payload, packet) => {
     if (packet.qos !== 0) return;
-    admit(topic, payload, packet, onRequest, log).catch((err: unknown) => log.error({ err, topic }, 'request handler failed'));
+    admissions.started();
+    admit(topic, payload, packet, onRequest, log)
+      .catch((err: unknown) => log.error({ err, topic }, 'request handler failed'))
+      .finally(() => admissions.ended());
   });
   let up = false;
   let connects = 0;
+  let quiescing = false;
   client.on('connect', (connack) => {
     up = true;
     connects += 1;
     log.info({ sessionPresent: connack.sessionPresent, connects }, 'connected to the broker');
     // The Will may have marked this instance offline while it was away.
     client.publish(status.topic, status.online, { qos: 1, retain: true });
-    if (!connack.sessionPresent) subscribe(client, filter, log);
+    // Every time: a session may be present without the subscription (a graceful stop drops it).
+    if (!quiescing) subscribe(client, filter, log);
   });
   client.on('close', () => {
     if (up) log.warn('broker connection lost: reconnecting; requests wait in the broker meanwhile');
@@ -110,11 +125,41 @@ export async function openExternal(
     refusals: () => ({ publish: 0, subscribe: 0, connect: 0 }),
     ports: {},
     reloadAuth: () => log.info('AUTH_FILE does not apply with BROKER_URL: the broker authenticates devices'),
+    async quiesce() {
+      // Unsubscribed, the broker gives this instance's share to the others at once; what it
+      // already delivered here is admitted before the bridge stops taking requests.
+      quiescing = true;
+      if (up) await client.unsubscribeAsync(filter).catch((err: unknown) => log.warn({ err }, 'could not unsubscribe'));
+      await admissions.quiet(QUIET_MS, QUIESCE_MAX_MS);
+      log.info('unsubscribed: the other instances of the share group take the requests');
+    },
     async close() {
       // A clean DISCONNECT: the Will is not sent, the app publishes `offline` itself.
       await client.endAsync();
     },
   };
+}
+
+/** Admissions under way on the connection, so a graceful stop can wait for the last one. */
+class AdmissionCount {
+  private running = 0;
+  private lastEnd = 0;
+
+  started(): void {
+    this.running += 1;
+  }
+
+  ended(): void {
+    this.running -= 1;
+    this.lastEnd = Date.now();
+  }
+
+  /** Resolves once none has run for `quietMs` (or after `maxMs` whatever happens). */
+  async quiet(quietMs: number, maxMs: number): Promise<void> {
+    const deadline = Date.now() + maxMs;
+    this.lastEnd = Math.max(this.lastEnd, Date.now());
+    while (Date.now() < deadline && (this.running > 0 || Date.now() - this.lastEnd < quietMs)) await sleep(20);
+  }
 }
 
 function clientOptions(options: ExternalBrokerOptions, clientId: string, status: StatusMessages): IClientOptions {

@@ -16,6 +16,11 @@ export interface MqttPort {
   readonly ports: { mqtt?: number; mqttTls?: number; mqttWs?: number };
   /** Re-reads AUTH_FILE on SIGHUP (embedded only). */
   reloadAuth(): void;
-  /** Stops taking requests and closes; replies published before this have left. */
+  /**
+   * Shutdown's first step: stops requests from arriving, and resolves once those already
+   * handed over are admitted (the plant's broker then routes them to other instances).
+   */
+  quiesce(): Promise<void>;
+  /** Closes; replies published before this have left. */
   close(): Promise<void>;
 }

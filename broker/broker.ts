@@ -28,6 +28,7 @@ import {
 import type { ClusterPlugins } from './cluster.js';
 import { startListeners, type ConnectionInfo } from './listeners.js';
 import { createLocalEmitter } from './emitter.js';
+import { limitInboundQos2 } from './inbound-qos2.js';
 import type { BrokerConfig } from './options.js';
 
 export { listen, ListenError } from './listeners.js';
@@ -191,8 +192,9 @@ export async function startBroker(
     connectTimeout: config.connectTimeoutMs,
     keepaliveLimit: config.keepaliveLimitS,
     drainTimeout: config.drainTimeoutMs,
-    maxInflightInbound: config.maxInflightQos2,
     maxTopicLevels: MAX_TOPIC_LEVELS,
+    // MQTT 5: tells v5 clients the in-flight window MAX_INFLIGHT_QOS2 enforces (inbound-qos2.ts).
+    receiveMaximum: config.maxInflightQos2,
     ...(plugins ? { mq: plugins.mq, persistence: plugins.persistence } : { mq: createLocalEmitter() }),
 
     preConnect(client, packet, callback) {
@@ -270,6 +272,7 @@ export async function startBroker(
     },
   });
 
+  limitInboundQos2(aedes, config.maxInflightQos2, log);
   aedes.on('unsubscribe', (topics, client) => {
     const filters = granted.get(client);
     for (const topic of topics) filters?.delete(topic);

@@ -156,6 +156,21 @@ describe('protocol limits', () => {
     await stillServed(b, 'cam-good', 'q2-good');
   });
 
+  it('a PUBREL sent twice in one segment gets two PUBCOMPs and the broker stays up', async () => {
+    // Aedes 2.0.0-beta.1 let the second release's "no such packet" escape as an unhandled
+    // rejection, ending the process (broker/inbound-qos2.ts).
+    const b = await harness({});
+    const client = await raw(b.bridge.mqttPort, 'cam-rel');
+    client.send(publishPacket('devices/cam-rel/infer/low', JSON.stringify(ask('rel-1')), { qos: 2, messageId: 9 }));
+    await client.next(PacketType.PUBREC);
+    const pubrel = Buffer.concat([fixedHeader(PacketType.PUBREL, 0x02, 2), Buffer.from([0, 9])]);
+    client.send(Buffer.concat([pubrel, pubrel]));
+    await client.next(PacketType.PUBCOMP);
+    await client.next(PacketType.PUBCOMP);
+    expect(client.isClosed).toBe(false);
+    await stillServed(b, 'cam-good', 'rel-good');
+  });
+
   /** Subscribes a raw client to its result topic, then stops reading from the socket. */
   async function stalledSubscriber(b: Harness, deviceId: string): Promise<RawClient> {
     const slow = await raw(b.bridge.mqttPort, deviceId);

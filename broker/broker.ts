@@ -198,6 +198,7 @@ export async function startBroker(
     ...(plugins ? { mq: plugins.mq, persistence: plugins.persistence } : { mq: createLocalEmitter() }),
 
     preConnect(client, packet, callback) {
+      withoutPrototype(client, 'subscriptions', 'duplicates');
       connectPackets.set(client, packet);
       callback(null, true);
     },
@@ -272,6 +273,7 @@ export async function startBroker(
     },
   });
 
+  withoutPrototype(aedes, 'clients', 'brokers');
   limitInboundQos2(aedes, config.maxInflightQos2, log);
   aedes.on('unsubscribe', (topics, client) => {
     const filters = granted.get(client);
@@ -339,6 +341,18 @@ async function flush(sockets: Set<Socket>): Promise<void> {
   const deadline = Date.now() + FLUSH_MAX_MS;
   await sleep(FLUSH_MIN_MS);
   while (Date.now() < deadline && [...sockets].some((s) => s.writableLength > 0)) await sleep(10);
+}
+
+/**
+ * GHSA-52qw-whmv-87c5, fixed in Aedes 1.1.3 but not in 2.0.0-beta.1: Aedes keys these maps by
+ * client ids, topic filters and broker ids from the wire, and with a plain `{}` a name that
+ * Object.prototype has (`toString`, `constructor`, `__proto__`…) reads back as present. One
+ * UNSUBSCRIBE of `toString` from any device, or a client id `constructor`, threw out of Aedes
+ * and ended the process. Replaces each map (still empty, or copied) by a prototype-less one.
+ */
+function withoutPrototype(owner: object, ...keys: string[]): void {
+  const maps = owner as Record<string, object>;
+  for (const key of keys) maps[key] = Object.assign(Object.create(null) as object, maps[key]);
 }
 
 function toBuffer(packet: PublishPacket): Buffer {

@@ -171,6 +171,22 @@ describe('protocol limits', () => {
     await stillServed(b, 'cam-good', 'rel-good');
   });
 
+  it('client ids and filters named like Object.prototype members leave the broker up', async () => {
+    // GHSA-52qw-whmv-87c5 is not fixed in Aedes 2.0.0-beta.1: each of these ended the process.
+    const b = await harness({});
+    const odd = await raw(b.bridge.mqttPort, 'constructor');
+    odd.send(unsubscribePacket(1, ['toString', 'constructor', '__proto__']));
+    await odd.next(PacketType.UNSUBACK);
+    odd.send(subscribePacket(2, ['hasOwnProperty'], 0));
+    expect(subackCodes(await odd.next(PacketType.SUBACK))).toEqual([128]);
+    const again = await raw(b.bridge.mqttPort, 'toString');
+    // Aedes 2 beta's SUBSCRIBE dedupe (a plain object) turns `__proto__` into garbage entries
+    // and drops the connection; that is all it may do.
+    again.send(subscribePacket(1, ['__proto__'], 0));
+    await again.closedWithin(500);
+    await stillServed(b, 'cam-good', 'proto-good');
+  });
+
   /** Subscribes a raw client to its result topic, then stops reading from the socket. */
   async function stalledSubscriber(b: Harness, deviceId: string): Promise<RawClient> {
     const slow = await raw(b.bridge.mqttPort, deviceId);

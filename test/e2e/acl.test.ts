@@ -38,6 +38,27 @@ describe('topic access for anonymous devices', () => {
     await a.endAsync();
   });
 
+  it('MQTT 5 (Aedes 2): a refused publish is answered PUBACK 0x87 and the device stays; its own request is answered', async () => {
+    const a = await mqtt.connectAsync(h.url, { clientId: 'cam-a', reconnectPeriod: 0, protocolVersion: 5 });
+    let closed = false;
+    a.once('close', () => (closed = true));
+    const acks: Array<{ reasonCode?: number; properties?: { reasonString?: string } }> = [];
+    a.on('packetreceive', (p) => {
+      if (p.cmd === 'puback') acks.push(p);
+    });
+    expect(await subscribeGranted(a, ['devices/cam-b/result', 'devices/cam-a/result'])).toEqual([0x87, 1]);
+    await expect(a.publishAsync('devices/cam-b/infer/high', JSON.stringify(ask('forged')), { qos: 1 })).rejects.toThrow();
+    expect(acks[0]).toMatchObject({ reasonCode: 0x87, properties: { reasonString: 'publish not authorized' } });
+    const replies: string[] = [];
+    a.on('message', (topic, payload) => replies.push(JSON.parse(payload.toString()).id));
+    await a.publishAsync('devices/cam-a/infer/high', JSON.stringify(ask('v5-own')), { qos: 1 });
+    for (let i = 0; i < 100 && replies.length === 0; i++) await sleep(20);
+    expect(replies).toEqual(['v5-own']);
+    expect(closed).toBe(false);
+    expect(h.upstream.requests.length).toBe(1);
+    await a.endAsync();
+  });
+
   it('publishes the retained online status that devices may read', async () => {
     const a = await mqtt.connectAsync(h.url, { clientId: 'cam-s', reconnectPeriod: 0 });
     const status = new Promise<{ retain: boolean; payload: unknown }>((resolve) =>

@@ -29,6 +29,7 @@ import type { ClusterPlugins } from './cluster.js';
 import { startListeners, type ConnectionInfo } from './listeners.js';
 import { createLocalEmitter } from './emitter.js';
 import { limitInboundQos2 } from './inbound-qos2.js';
+import { writeRefusal, type QuietClients } from './puback-refusal.js';
 import type { BrokerConfig } from './options.js';
 
 export { listen, ListenError } from './listeners.js';
@@ -112,6 +113,7 @@ export async function startBroker(
   const log = logger.child({ module: 'broker' });
   const identities = new WeakMap<Client, Identity>();
   const connectPackets = new WeakMap<Client, ConnectPacket>();
+  const quiet: QuietClients = new WeakSet();
   const connections = new WeakMap<object, ConnectionInfo>();
   const refusals: Refusals = { publish: 0, subscribe: 0, connect: 0, login: 0, throttled: 0, tls: 0 };
   const throttle = new LoginThrottle(options.throttle ?? DEFAULT_THROTTLE);
@@ -198,6 +200,7 @@ export async function startBroker(
     ...(plugins ? { mq: plugins.mq, persistence: plugins.persistence } : { mq: createLocalEmitter() }),
 
     preConnect(client, packet, callback) {
+      if (packet.properties?.requestProblemInformation === false) quiet.add(client);
       withoutPrototype(client, 'subscriptions', 'duplicates');
       connectPackets.set(client, packet);
       callback(null, true);
@@ -244,7 +247,10 @@ export async function startBroker(
       packet.retain = false;
       // Admission before callback: Aedes sends PUBACK/PUBREC only after this calls back.
       onRequest({ topic, payload: toBuffer(packet), properties: requestProperties(packet) }).then(
-        () => callback(null),
+        (refusal) => {
+          if (refusal) writeRefusal(client, packet, refusal, quiet);
+          callback(null);
+        },
         (err: unknown) => {
           log.error({ err, clientId: client.id }, 'request handler failed');
           callback(null);

@@ -12,7 +12,7 @@
 //   and a later connection with the same client id has a new message taken for a duplicate.
 // All three sit on the two persistence calls that store and release an inbound QoS 2 message.
 import type { Aedes, Client, PublishPacket } from 'aedes';
-import type { Logger } from '../bridge/logger.js';
+import type { Logger } from 'pino';
 
 interface IncomingStore {
   incomingStorePacket(client: Client, packet: PublishPacket): Promise<unknown>;

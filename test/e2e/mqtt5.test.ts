@@ -16,8 +16,13 @@ async function received(device: Device, topic: string, timeoutMs = 5000): Promis
 
 const replyOf = (packet: IPublishPacket): Reply => ReplySchema.parse(JSON.parse(packet.payload.toString()));
 
+/** Publishes at QoS 1; a refusal in the PUBACK (embedded broker) is not an error here: the reply says why. */
 async function publishV5(device: Device, priority: string, body: unknown, properties: IPublishPacket['properties']): Promise<void> {
-  await device.client.publishAsync(`devices/${device.deviceId}/infer/${priority}`, JSON.stringify(body), { qos: 1, properties });
+  await device.client
+    .publishAsync(`devices/${device.deviceId}/infer/${priority}`, JSON.stringify(body), { qos: 1, properties })
+    .catch((err: { code?: unknown }) => {
+      if (typeof err.code !== 'number') throw err;
+    });
 }
 
 describe.each(BROKER_MODES)('MQTT 5 devices (%s broker)', (mode) => {
@@ -112,5 +117,52 @@ describe.each(BROKER_MODES)('MQTT 5 devices (%s broker)', (mode) => {
     const [refused] = await device.reply('up-2');
     expect(refused).toMatchObject({ ok: false, error: { code: 'invalid_request' } });
     expect(refused?.ok === false && refused.error.message).toMatch(/^User Property: at most 16 pairs/);
+  });
+});
+
+describe('MQTT 5 PUBACK reason codes (embedded broker)', () => {
+  let h: Harness;
+  afterEach(async () => {
+    await h.close();
+  });
+
+  /** The PUBACK of one QoS 1 publish: its reason code and reason string. */
+  async function pubackOf(device: Device, topic: string, body: string): Promise<{ reasonCode: number; reason: string | undefined }> {
+    const acks: Array<{ reasonCode?: number; properties?: { reasonString?: string } }> = [];
+    const onPacket = (packet: { cmd: string }): void => {
+      if (packet.cmd === 'puback') acks.push(packet as (typeof acks)[number]);
+    };
+    device.client.on('packetreceive', onPacket);
+    await device.client.publishAsync(topic, body, { qos: 1 }).catch(() => undefined); // mqtt.js rejects a code ≥ 0x80
+    device.client.off('packetreceive', onPacket);
+    const ack = acks[0];
+    return { reasonCode: ack?.reasonCode ?? 0, reason: ack?.properties?.reasonString };
+  }
+
+  it('refuses with the code of the error reply, keeps the connection, and still sends the error reply', async () => {
+    h = await startHarness({ DEVICE_RATE_LIMIT_RPM: '2' });
+    const device = await h.device('cam-ack5', { protocolVersion: 5 });
+    let closed = false;
+    device.client.on('close', () => (closed = true));
+    const topic = 'devices/cam-ack5/infer/normal';
+
+    expect(await pubackOf(device, topic, '{"id": "j1", oops')).toEqual({ reasonCode: 0x99, reason: 'payload is not valid JSON' });
+    expect((await pubackOf(device, topic, JSON.stringify(ask('ok-1')))).reasonCode).toBe(0);
+    expect((await pubackOf(device, topic, JSON.stringify(ask('ok-2')))).reasonCode).toBe(0);
+    const limited = await pubackOf(device, topic, JSON.stringify(ask('over')));
+    expect(limited.reasonCode).toBe(0x97);
+    expect(limited.reason).toMatch(/over 2 requests\/min/);
+
+    expect((await device.reply('over'))[0]).toMatchObject({ ok: false, error: { code: 'rate_limited' } });
+    expect((await device.reply(null))[0]).toMatchObject({ ok: false, error: { code: 'invalid_request' } });
+    expect(okOf((await device.reply('ok-2'))[0]).id).toBe('ok-2');
+    expect(closed).toBe(false);
+  });
+
+  it('gives an MQTT 3.1.1 device a plain PUBACK and the error reply', async () => {
+    h = await startHarness();
+    const device = await h.device('cam-ack4', { protocolVersion: 4 });
+    expect(await pubackOf(device, 'devices/cam-ack4/infer/normal', 'not json')).toEqual({ reasonCode: 0, reason: undefined });
+    expect((await device.reply(null))[0]).toMatchObject({ ok: false, error: { code: 'invalid_request' } });
   });
 });

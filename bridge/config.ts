@@ -63,7 +63,7 @@ const EnvSchema = z.object({
   BROKER_SHARE_GROUP: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 characters of A-Za-z0-9_-').default('edge-ai-bridge'),
   BROKER_SESSION_EXPIRY_S: int(0).default(300),
   INSTANCE_ID: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 characters of A-Za-z0-9_-').optional(),
-  MAX_SESSION_EXPIRY_S: int(0).default(86_400),
+  MAX_SESSION_EXPIRY_S: int(1).default(86_400),
   HTTP_HOST: z.string().min(1).default('127.0.0.1'),
   HTTP_PORT: port.default(9464),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),

@@ -78,6 +78,10 @@ const FLUSH_MAX_MS = 1000;
 const DEFAULT_MAX_PAYLOAD_BYTES = 262_144;
 const DEFAULT_MAX_CLIENT_BACKLOG_BYTES = 4_194_304;
 const DEFAULT_MAX_SUBSCRIPTIONS = 100;
+const DEFAULT_MAX_SESSION_EXPIRY_S = 86_400;
+
+/** MQTT 5 topic aliases one connection may register: a device needs a handful; each costs a topic string. */
+export const TOPIC_ALIAS_MAXIMUM = 16;
 
 /**
  * Room for the topic, properties and headers of a PUBLISH on top of MAX_PAYLOAD_BYTES: a packet
@@ -197,6 +201,9 @@ export async function startBroker(
     maxTopicLevels: MAX_TOPIC_LEVELS,
     // MQTT 5: tells v5 clients the in-flight window MAX_INFLIGHT_QOS2 enforces (inbound-qos2.ts).
     receiveMaximum: config.maxInflightQos2,
+    topicAliasMaximum: TOPIC_ALIAS_MAXIMUM,
+    sessionExpiryIntervalLimit: config.maxSessionExpiryS ?? DEFAULT_MAX_SESSION_EXPIRY_S,
+    maximumPacketSize: (config.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES) + PACKET_OVERHEAD_BYTES,
     ...(plugins ? { mq: plugins.mq, persistence: plugins.persistence } : { mq: createLocalEmitter() }),
 
     preConnect(client, packet, callback) {

@@ -27,4 +27,6 @@ export interface BrokerConfig extends ListenerOptions {
   maxPayloadBytes?: number | undefined;
   maxClientBacklogBytes?: number | undefined;
   maxSubscriptions?: number | undefined;
+  /** The longest MQTT 5 Session Expiry Interval granted, seconds (a longer one is cut to it). */
+  maxSessionExpiryS?: number | undefined;
 }

@@ -16,6 +16,7 @@ export const PacketType = {
   SUBACK: 9,
   UNSUBSCRIBE: 10,
   UNSUBACK: 11,
+  DISCONNECT: 14,
 } as const;
 
 export { encodeLength };

@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import mqtt, { type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
 import type { Logger } from 'pino';
 import {
+  ConfigError,
   parseInferTopic,
   PUBACK_REASON,
   topics,
@@ -231,7 +232,7 @@ function firstConnection(client: MqttClient, url: string, log: Logger): Promise<
       if (typeof err.code !== 'number') return; // a network error: 'offline' follows
       settle();
       client.end(true);
-      reject(new Error(`BROKER_URL ${redactUrl(url)} refused the connection: ${err.message}`));
+      reject(new ConfigError('BROKER_URL', `${redactUrl(url)} refused the connection: ${err.message}`));
     };
     const onOffline = (): void => {
       settle();

@@ -8,7 +8,7 @@ import { ReplySchema, topics, type OkReply, type Priority, type Reply } from '..
 import { createLogger } from '../../bridge/logger.js';
 import type { Store } from '../../bridge/store/types.js';
 import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
-import { startMosquitto, type Mosquitto } from './mosquitto.js';
+import { startMosquitto, type Mosquitto, type MosquittoOptions } from './mosquitto.js';
 
 /** Where the devices connect: the bridge's own broker, or the plant's broker it joined. */
 export type BrokerMode = 'embedded' | 'external';
@@ -34,6 +34,11 @@ export interface HarnessOptions {
   upstream?: UpstreamSim;
   /** Default `embedded`; `external` starts a Mosquitto and points BROKER_URL at it. */
   mode?: BrokerMode;
+  /**
+   * External mode: how that Mosquitto is set up (users, ACL…). With users, give the bridge its
+   * own in `env` (BROKER_USERNAME, BROKER_PASSWORD).
+   */
+  mosquitto?: MosquittoOptions;
 }
 
 export async function startHarness(
@@ -47,7 +52,7 @@ export async function startHarness(
   // Load shedding off unless a test asks for it: on a busy CI machine a slow event loop would
   // shed requests that tests of other features expect to be answered.
   const mode = options.mode ?? 'embedded';
-  const mosquitto = mode === 'external' ? await startMosquitto() : undefined;
+  const mosquitto = mode === 'external' ? await startMosquitto(options.mosquitto) : undefined;
   const brokerEnv = mosquitto ? { BROKER_URL: mosquitto.url } : {};
   const config = loadConfig({ MQTT_PORT: '0', HTTP_PORT: '0', LOG_LEVEL: 'silent', OVERLOAD_DELAY_MS: '0', ...brokerEnv, ...env });
   const logger = createLogger(config.logLevel);

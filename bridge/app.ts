@@ -74,9 +74,13 @@ export async function startBridge(
   let intake: Intake | undefined;
   let mqtt: EmbeddedPort | ExternalPort;
   let metrics: BridgeMetrics | undefined;
+  // Requests may arrive before intake exists (the plant's broker delivers what waited in the
+  // bridge's session as soon as it connects): they wait for it rather than being acknowledged.
+  // (A start that fails before intake exists leaves them unacknowledged: the broker keeps them.)
+  let intakeOpened: (intake: Intake) => void = () => {};
+  const intakeReady = new Promise<Intake>((resolve) => (intakeOpened = resolve));
   const onRequest: RequestHandler = async (request) => {
-    if (!intake) return;
-    const result = await intake.handle(request);
+    const result = await (intake ?? (await intakeReady)).handle(request);
     if (result.outcome === 'cached') metrics?.cacheHit();
     if (result.outcome === 'rejected') return { reasonCode: pubackReasonOf(result.error.code), reasonString: result.error.message };
   };
@@ -155,6 +159,7 @@ export async function startBridge(
     routeOf: (priority) => JSON.stringify(routing[priority] ?? null),
     dispatch: scheduler,
   });
+  intakeOpened(intake);
 
   let stopping = false;
   let admin: AdminServer;

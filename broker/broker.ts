@@ -203,6 +203,8 @@ export async function startBroker(
     receiveMaximum: config.maxInflightQos2,
     topicAliasMaximum: TOPIC_ALIAS_MAXIMUM,
     sessionExpiryIntervalLimit: config.maxSessionExpiryS ?? DEFAULT_MAX_SESSION_EXPIRY_S,
+    // Sessions waiting to expire, each with a timer: no more than there may be clients.
+    pendingSessionsLimit: config.maxConnections,
     maximumPacketSize: (config.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES) + PACKET_OVERHEAD_BYTES,
     ...(plugins ? { mq: plugins.mq, persistence: plugins.persistence } : { mq: createLocalEmitter() }),
 
@@ -248,6 +250,10 @@ export async function startBroker(
         );
         return callback(new Error('publish not authorized'));
       }
+      // Aedes 2.0.0-beta.1 leaves a resolved alias as `topicAlias: undefined`, which the Redis
+      // emitter turns into null: every MQTT 5 subscriber served through Redis would then fail
+      // to encode the message and be disconnected.
+      if (packet.properties && 'topicAlias' in packet.properties) delete packet.properties.topicAlias;
       const topic = parseInferTopic(packet.topic);
       if (!topic) return callback(null);
       // Requests are never stored as retained messages, whatever the device asked for.

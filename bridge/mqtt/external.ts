@@ -78,8 +78,9 @@ export async function openExternal(
         .then(
           (code) => done(code),
           (err: unknown) => {
-            log.error({ err, topic }, 'request handler failed');
-            done(PUBACK_REASON.implementationSpecificError);
+            // No PUBACK at all: the broker keeps the request and delivers it again.
+            log.error({ err, topic }, 'request handler failed: left unacknowledged');
+            done(err instanceof Error ? err : new Error(String(err)));
           },
         )
         .finally(() => admissions.ended());
@@ -94,17 +95,20 @@ export async function openExternal(
       .catch((err: unknown) => log.error({ err, topic }, 'request handler failed'))
       .finally(() => admissions.ended());
   });
+  // Connected and subscribed: only then can requests arrive.
   let up = false;
+  let subscribed = false;
   let connects = 0;
   let quiescing = false;
   client.on('connect', (connack) => {
     up = true;
+    subscribed = false;
     connects += 1;
     log.info({ sessionPresent: connack.sessionPresent, connects }, 'connected to the broker');
     // The Will may have marked this instance offline while it was away.
     client.publish(status.topic, status.online, { qos: 1, retain: true });
     // Every time: a session may be present without the subscription (a graceful stop drops it).
-    if (!quiescing) subscribe(client, filter, log);
+    if (!quiescing) subscribe(client, filter, log, () => (subscribed = true));
   });
   client.on('close', () => {
     if (up) log.warn('broker connection lost: reconnecting; requests wait in the broker meanwhile');
@@ -121,7 +125,7 @@ export async function openExternal(
     mode: 'external',
     client,
     publish,
-    connected: () => up,
+    connected: () => up && (subscribed || quiescing),
     clientIds: () => [],
     refusals: () => ({ publish: 0, subscribe: 0, connect: 0 }),
     ports: {},
@@ -175,6 +179,9 @@ function clientOptions(options: ExternalBrokerOptions, clientId: string, status:
     cert: read(options.brokerCertFile),
     key: read(options.brokerKeyFile),
     reconnectPeriod: RECONNECT_MIN_MS,
+    // We subscribe on every connect ourselves: mqtt.js' own resubscription skips a filter it
+    // believes it holds, and Mosquitto forgets shared subscriptions across its restart.
+    resubscribe: false,
     connectTimeout: CONNECT_TIMEOUT_MS,
     properties: { sessionExpiryInterval: options.brokerSessionExpiryS, receiveMaximum: RECEIVE_MAXIMUM },
     will: { topic: status.topic, payload: status.offline, qos: 1, retain: true },
@@ -205,14 +212,15 @@ function requestProperties(packet: IPublishPacket): RequestProperties {
   return { responseTopic, correlationData, messageExpiryInterval, userProperties };
 }
 
-function subscribe(client: MqttClient, filter: string, log: Logger): void {
-  client.subscribe(filter, { qos: 1 }, (err, granted) => {
-    const code = granted?.[0]?.qos;
+function subscribe(client: MqttClient, filter: string, log: Logger, granted: () => void): void {
+  client.subscribe(filter, { qos: 1 }, (err, grants) => {
+    const code = grants?.[0]?.qos;
     if (err || code === undefined || code > 2) {
       log.error({ err: err?.message, filter, code }, 'the broker refused the shared subscription: no request will arrive');
       return;
     }
     log.info({ filter, qos: code }, 'subscribed');
+    granted();
   });
 }
 

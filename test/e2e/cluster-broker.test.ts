@@ -185,6 +185,24 @@ describe('brokers on one Redis act as one', () => {
     }
   });
 
+  it('forwards an MQTT 5 publish sent through a topic alias to a v5 subscriber on another instance', async () => {
+    const prefix = newPrefix();
+    const [one, two] = [await startNode(prefix), await startNode(prefix)];
+    const id = deviceId();
+    const watcher = await connect(two, `${id}.sub`, { protocolVersion: 5 });
+    await subscribe(watcher, `devices/${id}/#`);
+    const sender = await connect(one, `${id}.pub`, { protocolVersion: 5 });
+    const topic = `devices/${id}/infer/normal`;
+    await sender.client.publishAsync(topic, 'first', { qos: 1, properties: { topicAlias: 1 } });
+    await sender.client.publishAsync('', 'by-alias', { qos: 1, properties: { topicAlias: 1 } });
+    await watcher.waitFor('by-alias');
+    expect(watcher.received).toEqual([
+      { topic, payload: 'first' },
+      { topic, payload: 'by-alias' },
+    ]);
+    expect(watcher.client.connected).toBe(true);
+  });
+
   it('gives a retained status published on one instance to a subscriber on another', async () => {
     const prefix = newPrefix();
     const one = await startNode(prefix);

@@ -44,6 +44,8 @@ const MAX_LOG = 4 * 1024 * 1024;
 // A failing test may never reach close(), and vitest may kill its worker without an 'exit'
 // event: setpriv (util-linux) makes the kernel SIGKILL the broker when this process dies.
 const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((path) => existsSync(path));
+// Debian installs the broker in /usr/sbin, which a CI shell's PATH may lack.
+const MOSQUITTO = ['/usr/sbin/mosquitto', '/usr/local/sbin/mosquitto'].find((path) => existsSync(path)) ?? 'mosquitto';
 const live = new Set<ChildProcess>();
 process.once('exit', () => {
   for (const child of live) child.kill('SIGKILL');
@@ -110,7 +112,7 @@ export async function startMosquitto(opts: MosquittoOptions = {}): Promise<Mosqu
 
   // Spawns with the config on disk; resolves once the listener(s) accept, rejects if it exits first.
   const launch = async (ports: number[]): Promise<void> => {
-    const argv = [...(SETPRIV === undefined ? [] : [SETPRIV, '--pdeathsig', 'KILL']), 'mosquitto', '-c', conf];
+    const argv = [...(SETPRIV === undefined ? [] : [SETPRIV, '--pdeathsig', 'KILL']), MOSQUITTO, '-c', conf];
     const proc = spawn(argv[0] as string, argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
     live.add(proc);
     proc.stderr?.on('data', (chunk: Buffer) => {

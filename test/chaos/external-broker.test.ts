@@ -3,7 +3,10 @@
 // both instances take part; (b) kill -9 of one instance under load, restarted with the same
 // INSTANCE_ID: nothing acknowledged is lost and no request gets two different answers;
 // (c) Mosquitto restarts under load: the bridges are unready meanwhile, reconnect by
-// themselves, and every acknowledged request is answered.
+// themselves, and every request acknowledged while a bridge held the shared subscription is
+// answered. Mosquitto 2.0 does not keep a shared subscription across its own restart, so what
+// it acknowledges before the first bridge has subscribed again has no subscriber and is
+// dropped by Mosquitto itself; that window is measured and printed, not asserted.
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
@@ -258,7 +261,7 @@ describe('chaos: external broker (Mosquitto), two bridges in one share group', (
     expect(takenOver.length).toBeGreaterThan(0);
   });
 
-  it('(c) Mosquitto restarts under load: unready while it is down, reconnected after, every acknowledged request answered', { timeout: 60_000 }, async () => {
+  it('(c) Mosquitto restarts under load: unready while down, subscribed again after, nothing lost outside the window Mosquitto drops', { timeout: 60_000 }, async () => {
     const r = await rig('xc', { latencyMs: 50, deviceCount: 10, env: { MAX_CONCURRENCY: '8' } });
     const { bridges } = r;
     const probe = probeReadiness(bridges);
@@ -275,11 +278,21 @@ describe('chaos: external broker (Mosquitto), two bridges in one share group', (
     const upAt = Date.now();
     const ready200 = (bridge: number) => probe.probes.find((p) => p.bridge === bridge && p.at >= upAt && p.status === 200);
     const readyAgain = await waitUntil(() => bridges.every((_, i) => ready200(i) !== undefined), 15_000);
-    await waitUntil(() => Date.now() - upAt >= 2000, 5000);
+    await waitUntil(() => Date.now() - upAt >= 3000, 5000);
     await load.stop();
     await ledger.settled();
 
-    await waitUntil(() => ledger.missing().length === 0, 30_000, 100);
+    // Where a loss happened: acknowledged before Mosquitto stopped, in Mosquitto's window with
+    // no shared subscriber (its restart until the first bridge subscribed again, plus a margin
+    // for the clocks of two processes), or after.
+    const subscribedAgain = bridges.map((b) => Number(b.logs.find((l) => l.msg === 'subscribed' && Number(l.time) >= upAt)?.time ?? NaN));
+    const windowEnd = Math.min(...subscribedAgain) + 100;
+    const phase = (id: string): 'before' | 'window' | 'after' => {
+      const at = ledger.ackedAt.get(id) ?? 0;
+      return at < downAt ? 'before' : at < windowEnd ? 'window' : 'after';
+    };
+    const missingIn = (p: string): string[] => ledger.missing().filter((id) => phase(id) === p);
+    await waitUntil(() => missingIn('before').length + missingIn('after').length === 0, 30_000, 100);
     await probe.stop();
     await quiet(r.devices);
 
@@ -290,18 +303,21 @@ describe('chaos: external broker (Mosquitto), two bridges in one share group', (
       return `${(ready200(i)?.at ?? NaN) - first503} ms`;
     });
     const duplicates = acked.reduce((n, id) => n + Math.max(0, ledger.repliesOf(id).length - 1), 0);
-    // Where a loss happened: acknowledged before Mosquitto came back, or by the restarted one.
-    const missingAckedAfterUp = ledger.missing().filter((id) => (ledger.ackedAt.get(id) ?? 0) >= upAt).length;
-    const resubscribed = bridges.filter((s) => s.logs.some((l) => l.msg === 'subscribed' && Number(l.time) >= upAt)).length;
+    const resubscribed = subscribedAgain.filter((t) => !Number.isNaN(t)).length;
     console.log(
       `[external c] sent ${ledger.sent.size}, acknowledged ${acked.length}, missing ${ledger.missing().length} ` +
-        `(${missingAckedAfterUp} acknowledged after the restart), not ok ${notOk.length}, duplicate replies ${duplicates}; ` +
+        `(acknowledged before the stop ${missingIn('before').length}, in Mosquitto's window without a shared subscriber ` +
+        `${missingIn('window').length} of ${acked.filter((id) => phase(id) === 'window').length}, after ${missingIn('after').length}), ` +
+        `window ${windowEnd - upAt} ms after the restart, not ok ${notOk.length}, duplicate replies ${duplicates}; ` +
         `/readyz 503 → 200 per bridge: ${downtime.join(', ')} (Mosquitto down ${upAt - downAt} ms); ` +
         `bridges that logged 'subscribed' after the restart: ${resubscribed}/${bridges.length}`,
     );
     expect(unready).toBe(true);
     expect(readyAgain).toBe(true);
-    expect(ledger.missing()).toEqual([]);
+    expect(resubscribed).toBe(bridges.length);
+    expect(missingIn('before')).toEqual([]);
+    expect(missingIn('after')).toEqual([]);
+    expect(acked.filter((id) => phase(id) === 'after').length).toBeGreaterThan(40);
     expect(notOk).toEqual([]);
     expect(ledger.unexpected(r.devices)).toEqual([]);
     // Requests were acknowledged on both sides of the restart.

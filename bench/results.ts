@@ -41,7 +41,18 @@ export interface OverloadResult extends ReplyCounts {
   shed?: Record<string, number>;
 }
 
-export type SystemId = 'echo' | 'handler' | 'handler-thread' | 'bullmq' | 'memory' | 'redis' | 'redis-x2';
+export type SystemId =
+  | 'echo'
+  | 'handler'
+  | 'handler-thread'
+  | 'bullmq'
+  | 'memory'
+  | 'redis'
+  | 'redis-x2'
+  /** 1, 2 or 3 bridges with BROKER_URL on a private Mosquitto and one Redis. */
+  | 'plant-x1'
+  | 'plant-x2'
+  | 'plant-x3';
 
 export interface SystemResult {
   id: SystemId;

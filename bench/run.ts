@@ -16,6 +16,7 @@ import { startLoad, type LoadFleet, type StepSummary } from '../device-sim/load.
 import { connectIdle } from '../device-sim/idle.js';
 import { deleteDeployment } from '../bridge/store/redis-keys.js';
 import { startPrivateRedis, type PrivateRedis } from './redis-server.js';
+import { startPlant } from './plant.js';
 import { CpuMeter, cpuSeconds, isAlive, rssMb } from './proc.js';
 import { formatReport, formatSteps } from './report.js';
 import { renderLatencyChart } from './svg.js';
@@ -29,9 +30,12 @@ const USAGE = `usage: npm run bench [-- --quick] [--systems echo,handler,bullmq,
   handler-thread (not in the default run): the same with the upstream calls in a worker thread.
   bullmq: Aedes + BullMQ (priority, limiter, worker concurrency) + undici, on the same Redis.
   redis-x2 (not in the default run): two bridge instances on one Redis, devices spread over both.
+  plant-x1, plant-x2, plant-x3 (not in the default run): 1, 2 or 3 bridges with BROKER_URL on a
+  private Mosquitto (one shared subscription) and one Redis; the devices connect to Mosquitto.
   REDIS_URL: use that Redis for (c) and (d); otherwise a redis-server is started on a free port.`;
 
-const SYSTEMS: readonly SystemId[] = ['echo', 'handler', 'handler-thread', 'bullmq', 'memory', 'redis', 'redis-x2'];
+const SYSTEMS: readonly SystemId[] = ['echo', 'handler', 'handler-thread', 'bullmq', 'memory', 'redis', 'redis-x2', 'plant-x1', 'plant-x2', 'plant-x3'];
+const PLANT_INSTANCES: Partial<Record<SystemId, number>> = { 'plant-x1': 1, 'plant-x2': 2, 'plant-x3': 3 };
 const UPSTREAM_LATENCY_MS = 20;
 const P99_LIMIT_MS = 250;
 const MIX = { critical: 1, high: 9, normal: 80, low: 10 };
@@ -66,7 +70,8 @@ const QUICK: Omit<Plan, 'idle' | 'fixed'> = { quick: true, warmUpS: [0.5, 0.5], 
 const PROBE_WAIT_MS = 2000;
 /** The overload step waits this long for its last terminal replies: all must come. */
 const OVERLOAD_WAIT_MS = 30_000;
-const RATE_ROUNDING = 250;
+/** Bisected rates are multiples of this: the ladder's gaps from 1 000 up bisect to multiples of 250 anyway. */
+const RATE_ROUNDING = 125;
 
 const sum = (values: number[]): number => values.reduce((a, b) => a + b, 0);
 
@@ -150,9 +155,11 @@ interface Sut {
   label: string;
   /** `broker` for the reference systems without a queue (a, h): they get no overload step. */
   role: 'broker' | 'bridge';
-  /** One process, or several instances sharing one Redis; devices are spread over them. */
+  /** One process, or several instances sharing one Redis. */
   services: ServiceProcess[];
-  /** Extra per-process CPU sources for this system (Redis). */
+  /** Where the devices connect, spread over them: the services' own ports, or the plant's broker. */
+  ports: number[];
+  /** Extra per-process CPU sources for this system (Redis, Mosquitto). */
   cpu: Record<string, () => number>;
   /** Our bridge's overload refusals so far, by reason (the other systems have none). */
   shed?: () => Promise<Record<string, number>>;
@@ -161,15 +168,18 @@ interface Sut {
 
 async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: number, devices: number): Promise<SystemResult> {
   const pids = sut.services.map((s) => s.child.pid!);
+  // With several instances, each one's share too (`bridge-1`, `bridge-2` …) after the sum.
+  const perInstance = pids.length > 1 ? Object.fromEntries(pids.map((pid, i) => [`${sut.role}-${i + 1}`, () => cpuSeconds(pid)])) : {};
   const meter = new CpuMeter({
     [sut.role]: () => sum(pids.map((pid) => cpuSeconds(pid))),
     generator: () => cpuSeconds('self'),
     upstream: () => cpuSeconds(upstream.child.pid!),
     ...sut.cpu,
+    ...perInstance,
   });
   const fleet = await startLoad({
     host: '127.0.0.1',
-    ports: sut.services.map((s) => s.mqttPort),
+    ports: sut.ports,
     devices,
     workers,
     mix: MIX,
@@ -208,6 +218,9 @@ async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, workers: 
     // seconds of load before its code is optimised, and a first step would measure that.
     await run(1000, plan.warmUpS[0]);
     await run(2000, plan.warmUpS[1]);
+    // A system whose knee is below the warm-up rate (a plant instance) still owes a backlog.
+    const owed = await fleet.drain(plan.drainMs, plan.drainStallMs);
+    if (owed > 0) log(`${sut.label}: ${owed} warm-up replies owed will not come; going on`);
     let best: StepResult | undefined;
     let failedAt: number | undefined;
     for (const rate of plan.ladder) {
@@ -286,14 +299,14 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
   const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
   if (id === 'echo') {
     const service = await startServiceProcess({ LOG_LEVEL: 'warn' }, { script: distFile('./echo-server.js'), nodeArgs });
-    return { id, label: '(a) MQTT echo', role: 'broker', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
+    return { id, label: '(a) MQTT echo', role: 'broker', services: [service], ports: [service.mqttPort], cpu: {}, stop: async () => void (await service.stop()) };
   }
   if (id === 'handler' || id === 'handler-thread') {
     const threaded = id === 'handler-thread';
     const env = { LOG_LEVEL: 'warn', UPSTREAM_URL: upstream.url, MAX_CONCURRENCY, ...(threaded ? { HANDLER_THREAD: '1' } : {}) };
     const service = await startServiceProcess(env, { script: distFile('./echo-server.js'), nodeArgs });
     const label = threaded ? '(h2) handler, HTTP in a worker thread' : '(h) bare handler';
-    return { id, label, role: 'broker', services: [service], cpu: {}, stop: async () => void (await service.stop()) };
+    return { id, label, role: 'broker', services: [service], ports: [service.mqttPort], cpu: {}, stop: async () => void (await service.stop()) };
   }
   if (id === 'memory') {
     const service = await startServiceProcess(bridgeEnv(upstream.url, {}), { nodeArgs });
@@ -302,6 +315,7 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
       label: '(b) bridge + memory',
       role: 'bridge',
       services: [service],
+      ports: [service.mqttPort],
       cpu: {},
       shed: () => shedCounts([service]),
       stop: async () => void (await service.stop()),
@@ -309,9 +323,10 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
   }
   const prefix = `bench-${randomBytes(4).toString('hex')}`;
   const env = bridgeEnv(upstream.url, { REDIS_URL: redisUrl, REDIS_PREFIX: prefix });
-  const instances = id === 'redis-x2' ? 2 : 1;
-  const services: ServiceProcess[] = [];
-  for (let i = 0; i < instances; i += 1) {
+  const plantInstances = PLANT_INSTANCES[id];
+  const plant = plantInstances ? await startPlant({ instances: plantInstances, env, name: `${prefix}-bridge`, nodeArgs }) : undefined;
+  const services: ServiceProcess[] = plant?.services ?? [];
+  for (let i = 0; !plant && i < (id === 'redis-x2' ? 2 : 1); i += 1) {
     const script = id === 'bullmq' ? distFile('./bullmq-server.js') : undefined;
     services.push(await startServiceProcess(id === 'bullmq' ? { ...env, LOG_LEVEL: 'warn' } : env, { nodeArgs, ...(script ? { script } : {}) }));
   }
@@ -328,19 +343,29 @@ async function startSut(id: SystemId, upstream: Upstream, redisUrl: string, prof
   const poll = setInterval(() => void readRedisCpu().catch(() => undefined), 250);
   return {
     id,
-    label: { bullmq: '(q) BullMQ bridge', redis: '(c) bridge + Redis', 'redis-x2': '(d) 2 bridges + Redis' }[id] ?? id,
+    label: LABELS[id] ?? id,
     role: 'bridge',
     services,
-    cpu: { redis: () => redisCpu },
+    ports: plant?.ports ?? services.map((s) => s.mqttPort),
+    cpu: { redis: () => redisCpu, ...(plant ? { mosquitto: () => cpuSeconds(plant.mosquitto.pid) } : {}) },
     ...(id === 'bullmq' ? {} : { shed: () => shedCounts(services) }),
     async stop() {
       clearInterval(poll);
-      await Promise.all(services.map((s) => s.stop()));
+      await (plant ? plant.stop() : Promise.all(services.map((s) => s.stop())));
       await deleteDeployment(admin, prefix);
       admin.disconnect();
     },
   };
 }
+
+const LABELS: Partial<Record<SystemId, string>> = {
+  bullmq: '(q) BullMQ bridge',
+  redis: '(c) bridge + Redis',
+  'redis-x2': '(d) 2 bridges + Redis',
+  'plant-x1': '(p1) Mosquitto + 1 bridge + Redis',
+  'plant-x2': '(p2) Mosquitto + 2 bridges + Redis',
+  'plant-x3': '(p3) Mosquitto + 3 bridges + Redis',
+};
 
 /** `edge_ai_bridge_shed_total` of every instance, summed by reason. */
 async function shedCounts(services: ServiceProcess[]): Promise<Record<string, number>> {
@@ -501,7 +526,7 @@ async function main(argv: string[]): Promise<number> {
   const upstream = await startUpstream();
   let privateRedis: PrivateRedis | undefined;
   let redisUrl = process.env.REDIS_URL;
-  const needsRedis = systems.some((s) => s.startsWith('redis') || s === 'bullmq');
+  const needsRedis = systems.some((s) => s.startsWith('redis') || s.startsWith('plant') || s === 'bullmq');
   if (needsRedis && !redisUrl) {
     privateRedis = await startPrivateRedis();
     redisUrl = privateRedis.url;
@@ -510,7 +535,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     const results: BenchResults = {
       startedAt: new Date(started).toISOString(),
-      command: `npm run bench${values.quick ? ' -- --quick' : ''}`,
+      command: `npm run bench${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`,
       quick: plan.quick,
       machine: await machine(needsRedis ? redisUrl : undefined),
       upstreamLatencyMs: UPSTREAM_LATENCY_MS,

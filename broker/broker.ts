@@ -7,10 +7,10 @@ import { Aedes, type AuthenticateError, type Client, type ConnectPacket, type Pu
 import {
   deviceIdOfClientId,
   parseInferTopic,
+  requestPropertiesOf,
   DEVICE_ID_PATTERN,
   type Publish,
   type RequestHandler,
-  type RequestProperties,
 } from '../contract/index.js';
 import type { Logger } from 'pino';
 import { mayPublish, maySubscribe, type Identity } from './acl.js';
@@ -259,7 +259,7 @@ export async function startBroker(
       // Requests are never stored as retained messages, whatever the device asked for.
       packet.retain = false;
       // Admission before callback: Aedes sends PUBACK/PUBREC only after this calls back.
-      onRequest({ topic, payload: toBuffer(packet), properties: requestProperties(packet) }).then(
+      onRequest({ topic, payload: toBuffer(packet), properties: requestPropertiesOf(packet.properties) }).then(
         (refusal) => {
           if (refusal) writeRefusal(client, packet, refusal, quiet);
           callback(null);
@@ -376,12 +376,4 @@ function withoutPrototype(owner: object, ...keys: string[]): void {
 
 function toBuffer(packet: PublishPacket): Buffer {
   return Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
-}
-
-/** The MQTT 5 properties of a request that the bridge acts on. */
-function requestProperties(packet: PublishPacket): RequestProperties {
-  const p = packet.properties;
-  if (!p) return {};
-  const { responseTopic, correlationData, messageExpiryInterval, userProperties } = p;
-  return { responseTopic, correlationData, messageExpiryInterval, userProperties };
 }

@@ -16,6 +16,13 @@ export interface RequestProperties {
   userProperties?: UserProperties | undefined;
 }
 
+/** The properties the bridge acts on, out of an MQTT 5 PUBLISH's (as both brokers decode them). */
+export function requestPropertiesOf(properties: RequestProperties | undefined): RequestProperties {
+  if (!properties) return {};
+  const { responseTopic, correlationData, messageExpiryInterval, userProperties } = properties;
+  return { responseTopic, correlationData, messageExpiryInterval, userProperties };
+}
+
 /** One request as either broker hands it over, before it is acknowledged. */
 export interface InboundRequest {
   topic: InferTopic;

@@ -10,11 +10,11 @@ import type { Logger } from 'pino';
 import {
   ConfigError,
   parseInferTopic,
+  requestPropertiesOf,
   PUBACK_REASON,
   topics,
   type Publish,
   type RequestHandler,
-  type RequestProperties,
 } from '../../contract/index.js';
 import type { MqttPort } from './port.js';
 
@@ -201,15 +201,8 @@ async function admit(
     log.warn({ topic: topicName }, 'message on a request topic with an invalid device id: dropped');
     return PUBACK_REASON.payloadFormatInvalid;
   }
-  const refusal = await onRequest({ topic, payload, properties: requestProperties(packet) });
+  const refusal = await onRequest({ topic, payload, properties: requestPropertiesOf(packet.properties) });
   return refusal ? refusal.reasonCode : 0;
-}
-
-function requestProperties(packet: IPublishPacket): RequestProperties {
-  const p = packet.properties;
-  if (!p) return {};
-  const { responseTopic, correlationData, messageExpiryInterval, userProperties } = p;
-  return { responseTopic, correlationData, messageExpiryInterval, userProperties };
 }
 
 function subscribe(client: MqttClient, filter: string, log: Logger, granted: () => void): void {

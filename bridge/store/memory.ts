@@ -17,9 +17,11 @@ import type {
   ClaimOptions,
   ClaimResult,
   DeadLetter,
+  ExpiredJob,
   Job,
   QueueDepth,
   RateTake,
+  RecordResult,
   Store,
 } from './types.js';
 import { HOUR_MS, replayedJob } from './types.js';
@@ -29,7 +31,14 @@ const SWEEP_EVERY = 4096;
 /** Usage hours are kept about a week, like the Redis store's hourly buckets. */
 const USAGE_KEEP_MS = 8 * 24 * 3_600_000;
 
-type Record_ = { state: 'pending' } | { state: 'done'; reply: Reply; expiresAt: number };
+/** `recorded`: the reply recordReply kept while the job is still pending (not yet completed). */
+type Record_ = { state: 'pending'; recorded?: Reply } | { state: 'done'; reply: Reply; expiresAt: number };
+
+/** A job as data again (what a queue holds), without what a claim added to it. */
+function plainJob(held: Job & { owner?: string; fence?: number | undefined; callId?: string; recordedReply?: Reply }): Job {
+  const { owner: _owner, fence: _fence, callId: _callId, recordedReply: _recorded, ...job } = held;
+  return job;
+}
 
 interface Lease {
   job: ClaimedJob;
@@ -100,7 +109,7 @@ export class MemoryStore implements Store {
 
   private claimNow(options: ClaimOptions, now: number): ClaimResult {
     const jobs: ClaimedJob[] = [];
-    const expired: Job[] = [];
+    const expired: ExpiredJob[] = [];
     let retryAtMs: number | undefined;
     if (this.pausedUntil > now) return { jobs, expired, retryAtMs: this.pausedUntil };
 
@@ -110,7 +119,8 @@ export class MemoryStore implements Store {
       const { job } = next;
       if (job.deadlineMs !== undefined && job.deadlineMs <= now) {
         this.queue.pop();
-        expired.push(job);
+        const recordedReply = this.recorded(job.key);
+        expired.push(recordedReply ? { ...job, recordedReply } : job);
         continue;
       }
       const lock = job.request.lock;
@@ -138,6 +148,8 @@ export class MemoryStore implements Store {
         this.locks.set(lock, { jobKey: job.key, expiresAt: now + options.leaseMs });
       }
       const claimed: ClaimedJob = { ...job, owner: options.owner, fence, callId: take.callId };
+      const recordedReply = this.recorded(job.key);
+      if (recordedReply) claimed.recordedReply = recordedReply;
       this.leases.set(job.key, { job: claimed, expiresAt: now + options.leaseMs });
       jobs.push(claimed);
     }
@@ -169,10 +181,21 @@ export class MemoryStore implements Store {
     });
   }
 
+  async recordReply(job: Job, reply: Reply, owner: string): Promise<RecordResult> {
+    const lease = this.leases.get(job.key);
+    if (!lease || lease.job.owner !== owner) return { kind: 'lost' };
+    const record = this.records.get(job.key);
+    if (record?.state === 'done') return { kind: 'kept', reply: record.reply };
+    if (record?.recorded) return { kind: 'kept', reply: record.recorded };
+    this.records.set(job.key, { state: 'pending', recorded: reply });
+    return { kind: 'recorded' };
+  }
+
   async complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void> {
     this.records.set(job.key, { state: 'done', reply, expiresAt: now + options.ttlS * 1000 });
     this.dropLease(job.key);
-    if (options.deadLetter) this.dlq.push({ job, reply, atMs: now });
+    // As data: a replayed dead letter must not carry the recorded reply of its first life.
+    if (options.deadLetter) this.dlq.push({ job: plainJob(job), reply, atMs: now });
     if (options.cache) await this.cacheSet(options.cache.key, options.cache.answer, options.cache.ttlMs, now);
     if (options.unlead !== undefined) await this.unlead(options.unlead, job.key);
     if (options.usage) await this.recordUsage(options.usage, now);
@@ -182,8 +205,7 @@ export class MemoryStore implements Store {
     for (const held of jobs) {
       if (!this.leases.has(held.key)) continue;
       this.dropLease(held.key);
-      const { owner: _owner, fence: _fence, callId: _callId, ...job } = held;
-      this.enqueue({ job, seq: this.seq++ });
+      this.enqueue({ job: plainJob(held), seq: this.seq++ });
     }
   }
 
@@ -192,9 +214,10 @@ export class MemoryStore implements Store {
     for (const [key, lease] of this.leases) {
       if (lease.expiresAt > now) continue;
       this.dropLease(key);
-      const { owner: _owner, fence: _fence, callId: _callId, ...held } = lease.job;
+      const held = plainJob(lease.job);
       const job = { ...held, attempts: held.attempts + 1 };
-      if (job.attempts >= maxAttempts) exhausted.push(job);
+      // A recorded reply is the job's answer already: requeued, its next claim publishes it.
+      if (job.attempts >= maxAttempts && this.recorded(key) === undefined) exhausted.push(job);
       else this.enqueue({ job, seq: this.seq++ });
     }
     return exhausted;
@@ -308,6 +331,11 @@ export class MemoryStore implements Store {
   }
 
   async close(): Promise<void> {}
+
+  private recorded(key: string): Reply | undefined {
+    const record = this.records.get(key);
+    return record?.state === 'pending' ? record.recorded : undefined;
+  }
 
   private queuedCount(): number {
     let n = this.queue.length;

@@ -13,6 +13,8 @@
 //   {p}:attempts   hash   jobKey → attempts spent by holders whose lease ran out
 //   {p}:leases     zset   jobKey → lease expiry (ms) for running jobs
 //   {p}:owners     hash   jobKey → owner|fence|score|deadline|queue member
+//   {p}:recorded   hash   jobKey → reply JSON recorded by its holder before publishing (record.lua):
+//                         handed back by the next claim after a crash, dropped by complete
 //   {p}:locks      hash   lockId → holding jobKey (held while that job's lease runs)
 //   {p}:fences     hash   lockId → last fencing number granted
 //   {p}:calls      zset   upstream calls in the rolling window; member seq:tokens, score time
@@ -45,6 +47,7 @@ export function redisKeys(prefix: string) {
     attempts: `${p}:attempts`,
     leases: `${p}:leases`,
     owners: `${p}:owners`,
+    recorded: `${p}:recorded`,
     locks: `${p}:locks`,
     fences: `${p}:fences`,
     calls: `${p}:calls`,

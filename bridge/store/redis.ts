@@ -19,9 +19,11 @@ import type {
   ClaimOptions,
   ClaimResult,
   DeadLetter,
+  ExpiredJob,
   Job,
   QueueDepth,
   RateTake,
+  RecordResult,
   Store,
 } from './types.js';
 import { HOUR_MS, replayedJob } from './types.js';
@@ -36,6 +38,7 @@ const scripts = {
   takeRate: new LuaScript('take-rate'),
   pause: new LuaScript('pause'),
   renew: new LuaScript('renew'),
+  record: new LuaScript('record'),
   complete: new LuaScript('complete'),
   release: new LuaScript('release'),
   reap: new LuaScript('reap'),
@@ -105,7 +108,7 @@ export class RedisStore implements Store {
       job.cacheKey === undefined ? '0' : '1',
     ];
     if (claim) {
-      keys.push(k.parked, k.attempts, k.leases, k.owners, k.locks, k.fences, k.calls, k.callTokens, k.pause);
+      keys.push(k.parked, k.attempts, k.leases, k.owners, k.locks, k.fences, k.calls, k.callTokens, k.pause, k.recorded);
       args.push(claim.owner, claim.max, claim.leaseMs, claim.rpm, claim.tpm ?? '', WINDOW_MS);
     } else {
       args.push('');
@@ -128,7 +131,7 @@ export class RedisStore implements Store {
       scripts.claim,
       [
         k.queue, k.parked, k.jobs, k.attempts, k.place, k.deadlines, k.depth, k.leases,
-        k.owners, k.locks, k.fences, k.calls, k.callTokens, k.pause, k.seq,
+        k.owners, k.locks, k.fences, k.calls, k.callTokens, k.pause, k.seq, k.recorded,
       ],
       [options.owner, options.max, options.leaseMs, options.rpm, options.tpm ?? '', now, WINDOW_MS],
     )) as [string[], string[], string];
@@ -159,11 +162,25 @@ export class RedisStore implements Store {
     return held.map((h) => h === 1);
   }
 
+  async recordReply(job: Job, reply: Reply, owner: string): Promise<RecordResult> {
+    const [kind, earlier] = (await this.run(scripts.record, [this.keys.owners, this.keys.recorded], [job.key, owner, JSON.stringify(reply)])) as [
+      string,
+      string?,
+    ];
+    if (kind === 'recorded' || kind === 'lost') return { kind };
+    if (kind === 'kept') return { kind, reply: parseRecorded(earlier) };
+    throw new BridgeError('internal', `record answered ${kind}`);
+  }
+
   async complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void> {
     const k = this.keys;
     const owner = 'owner' in job && typeof job.owner === 'string' ? job.owner : '';
-    const entry: DeadLetter = { job, reply, atMs: now };
-    const keys = [k.idem(job.key), k.jobs, k.attempts, k.leases, k.owners, k.locks, k.parked, k.queue, k.place, k.dlq, k.deadlines, k.depth];
+    // As data: a replayed dead letter must not carry the recorded reply of its first life.
+    const { recordedReply: _recorded, ...data } = job as ExpiredJob;
+    const entry: DeadLetter = { job: data, reply, atMs: now };
+    const keys = [
+      k.idem(job.key), k.jobs, k.attempts, k.leases, k.owners, k.locks, k.parked, k.queue, k.place, k.dlq, k.deadlines, k.depth, k.recorded,
+    ];
     const args: LuaArg[] = [job.key, JSON.stringify(reply), options.ttlS * 1000, now, owner, options.deadLetter ? JSON.stringify(entry) : ''];
     // complete.lua reads the optional keys in this order: cache, flight, usage.
     const { cache, unlead, usage } = options;
@@ -193,7 +210,7 @@ export class RedisStore implements Store {
     const k = this.keys;
     const exhausted = (await this.run(
       scripts.reap,
-      [k.leases, k.owners, k.locks, k.parked, k.queue, k.place, k.deadlines, k.depth, k.jobs, k.attempts],
+      [k.leases, k.owners, k.locks, k.parked, k.queue, k.place, k.deadlines, k.depth, k.jobs, k.attempts, k.recorded],
       [now, maxAttempts, REAP_BATCH],
     )) as string[];
     return toJobs(exhausted);
@@ -202,7 +219,7 @@ export class RedisStore implements Store {
   async drain(): Promise<Job[]> {
     const k = this.keys;
     const drained = toJobs(
-      (await this.run(scripts.drain, [k.queue, k.parked, k.jobs, k.attempts, k.place, k.deadlines, k.depth], [])) as string[],
+      (await this.run(scripts.drain, [k.queue, k.parked, k.jobs, k.attempts, k.place, k.deadlines, k.depth, k.recorded], [])) as string[],
     );
     // Their pending records go too, so a repeat after the shutdown is admitted afresh.
     if (drained.length > 0) await this.guard(this.redis.del(...drained.map((job) => k.idem(job.key))));
@@ -352,11 +369,21 @@ function readCached(raw: string | null, now: number): CachedAnswer | undefined {
 /** claim.lua's answer (also admit.lua's, after a claim). */
 function toClaimResult(claimed: string[], expired: string[], retryAt: string, owner: string): ClaimResult {
   const jobs: ClaimedJob[] = [];
-  for (let i = 0; i < claimed.length; i += 4) {
+  for (let i = 0; i < claimed.length; i += 5) {
     const fence = claimed[i + 2];
-    jobs.push({ ...toJob(claimed[i], claimed[i + 1]), owner, fence: fence ? Number(fence) : undefined, callId: claimed[i + 3] ?? '' });
+    const job: ClaimedJob = { ...toJob(claimed[i], claimed[i + 1]), owner, fence: fence ? Number(fence) : undefined, callId: claimed[i + 3] ?? '' };
+    const recorded = claimed[i + 4];
+    if (recorded) job.recordedReply = parseRecorded(recorded);
+    jobs.push(job);
   }
-  return { jobs, expired: toJobs(expired), retryAtMs: retryAt === '' ? undefined : Number(retryAt) };
+  const gone: ExpiredJob[] = [];
+  for (let i = 0; i < expired.length; i += 3) {
+    const job: ExpiredJob = toJob(expired[i], expired[i + 1]);
+    const recorded = expired[i + 2];
+    if (recorded) job.recordedReply = parseRecorded(recorded);
+    gone.push(job);
+  }
+  return { jobs, expired: gone, retryAtMs: retryAt === '' ? undefined : Number(retryAt) };
 }
 
 function toJob(data: string | undefined, attempts: string | undefined): Job {
@@ -372,4 +399,13 @@ function toJobs(flat: string[]): Job[] {
 
 function parseReply(raw: string | undefined): Reply {
   return ReplySchema.parse(JSON.parse(raw ?? 'null'));
+}
+
+/**
+ * A recorded reply, as recordReply stored it: parsed without the schema, which would rebuild
+ * it in the schema's key order, so that publishing it again gives the very same bytes.
+ */
+function parseRecorded(raw: string | undefined): Reply {
+  if (raw === undefined) throw new BridgeError('internal', 'a recorded reply is missing');
+  return JSON.parse(raw) as Reply;
 }

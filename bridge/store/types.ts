@@ -35,7 +35,30 @@ export interface ClaimedJob extends Job {
   fence: number | undefined;
   /** The upstream call this claim budgeted, to settle its tokens once the usage is known. */
   callId: string;
+  /**
+   * The reply an earlier holder recorded (recordReply) before its lease was lost: the job's
+   * one reply, to publish as it is (no upstream call) and complete. Absent otherwise.
+   */
+  recordedReply?: Reply;
 }
+
+/** A job a claim took out of the queue because its deadline passed (ClaimResult.expired). */
+export interface ExpiredJob extends Job {
+  /** As ClaimedJob's: when set, the job is answered with it rather than `expired`. */
+  recordedReply?: Reply;
+}
+
+/** What recordReply did. */
+export type RecordResult =
+  /** The reply is now the job's recorded reply: publish it. */
+  | { kind: 'recorded' }
+  /**
+   * An earlier execution under the same owner (a lease that ran out and was claimed again by
+   * the same instance) recorded one first: that one stands, publish it instead.
+   */
+  | { kind: 'kept'; reply: Reply }
+  /** `owner` no longer holds the lease: publish nothing, whoever holds it now answers. */
+  | { kind: 'lost' };
 
 export interface AdmitLimits {
   deviceRpm: number;
@@ -129,8 +152,11 @@ export interface ClaimOptions {
 
 export interface ClaimResult {
   jobs: ClaimedJob[];
-  /** Jobs whose deadline passed while queued: out of the queue, to be answered `expired` and completed. */
-  expired: Job[];
+  /**
+   * Jobs whose deadline passed while queued: out of the queue, to be answered `expired` (or
+   * with their recorded reply, if they carry one) and completed.
+   */
+  expired: ExpiredJob[];
   /** When nothing could be claimed for lack of rate budget or an upstream pause: when to try again. */
   retryAtMs: number | undefined;
 }
@@ -190,10 +216,26 @@ export interface Store {
    */
   complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void>;
 
+  /**
+   * Records the reply of a job `owner` holds, before it is published, so that whoever takes
+   * the job over after a crash publishes this same reply rather than calling the upstream
+   * again (a request gets one reply, possibly more than once, never two different ones).
+   * Only while `owner` still holds the lease: a lease that ran out but was not yet reaped
+   * still counts (nobody else can claim the job before a reap, and the reap keeps the reply).
+   * Lease, lock, attempts and queue state are left as they are; the job stays pending for
+   * admission (a duplicate is `duplicate_pending`). A recorded reply is never replaced: a
+   * later claim hands it back (ClaimedJob.recordedReply, also on expired jobs), the reap
+   * requeues the job instead of returning it as exhausted, and complete forgets it.
+   */
+  recordReply(job: Job, reply: Reply, owner: string): Promise<RecordResult>;
+
   /** Hands held jobs back to the queue (shutdown); their attempts are unchanged. */
   release(jobs: ClaimedJob[], now: number): Promise<void>;
 
-  /** Expired leases back to the queue (attempts + 1) or, past maxAttempts, returned for a final reply. */
+  /**
+   * Expired leases back to the queue (attempts + 1) or, past maxAttempts, returned for a final
+   * reply. A job with a recorded reply is always requeued: its next claim publishes that reply.
+   */
   reap(maxAttempts: number, now: number): Promise<Job[]>;
 
   /** Removes and returns every queued job (memory store at shutdown: they cannot survive). */

@@ -6,8 +6,8 @@ KEYS[2] dev:{deviceId} sorted set of this device's admissions (member seq, score
 KEYS[3] queue    KEYS[4] jobs     KEYS[5] place    KEYS[6] deadlines
 KEYS[7] depth    KEYS[8] seq
 With ARGV[12] = '1' (the job has a cache key): KEYS[9] cache:{cacheKey}  KEYS[10] flight:{cacheKey}
-With a claim, the next nine: parked, attempts, leases, owners, locks, fences, calls,
-call tokens, pause.
+With a claim, the next ten: parked, attempts, leases, owners, locks, fences, calls,
+call tokens, pause, recorded.
 ARGV[1] job key  ARGV[2] job JSON  ARGV[3] score  ARGV[4] deadline ms or ''
 ARGV[5] priority ARGV[6] lockId or '-'  ARGV[7] token estimate
 ARGV[8] device requests per minute  ARGV[9] QUEUE_MAX  ARGV[10] now ms
@@ -60,6 +60,7 @@ local K = {
   queue = KEYS[3], parked = KEYS[c], jobs = KEYS[4], attempts = KEYS[c + 1], place = KEYS[5],
   deadlines = KEYS[6], depth = KEYS[7], leases = KEYS[c + 2], owners = KEYS[c + 3], locks = KEYS[c + 4],
   fences = KEYS[c + 5], calls = KEYS[c + 6], callTokens = KEYS[c + 7], pause = KEYS[c + 8], seq = KEYS[8],
+  recorded = KEYS[c + 9],
 }
 local leaseMs = tonumber(ARGV[15])
 local claimed, expired, retryAt, keys = claimJobs(K, ARGV[13], tonumber(ARGV[14]), leaseMs,

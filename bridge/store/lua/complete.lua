@@ -1,10 +1,10 @@
 --[[ complete: the job ended with `reply`. Remember it for the idempotency window, drop the
 owner's lease and lock (not someone else's: a lease reaped and re-claimed belongs to the new
-holder), take the job out of the queue if it went back there meanwhile, forget it, and keep
-it on the dead-letter list if asked.
+holder), take the job out of the queue if it went back there meanwhile, forget it (and its
+recorded reply), and keep it on the dead-letter list if asked.
 KEYS[1] idem:{jobKey}  KEYS[2] jobs  KEYS[3] attempts  KEYS[4] leases  KEYS[5] owners
 KEYS[6] locks  KEYS[7] parked  KEYS[8] queue  KEYS[9] place  KEYS[10] dlq
-KEYS[11] deadlines  KEYS[12] depth
+KEYS[11] deadlines  KEYS[12] depth  KEYS[13] recorded
 ARGV[1] job key  ARGV[2] reply JSON  ARGV[3] ttl ms  ARGV[4] now ms  ARGV[5] owner or ''
 ARGV[6] dead-letter entry JSON, or '' to keep none
 The answer's bookkeeping rides along, so a request costs one round trip here, not four. The
@@ -37,10 +37,11 @@ if held == false or holder == owner then
   dequeue(KEYS[8], KEYS[7], KEYS[9], KEYS[11], KEYS[12], key)
   rcall('HDEL', KEYS[2], key)
   rcall('HDEL', KEYS[3], key)
+  rcall('HDEL', KEYS[13], key)
 end
 if ARGV[6] ~= '' then rcall('RPUSH', KEYS[10], ARGV[6]) end
 
-local nextKey = 13
+local nextKey = 14
 if ARGV[7] ~= '' then
   rcall('SET', KEYS[nextKey], ARGV[7], 'PX', ARGV[8])
   nextKey = nextKey + 1

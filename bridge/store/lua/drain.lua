@@ -1,6 +1,6 @@
 --[[ drain: removes and returns every queued and parked job.
 KEYS[1] queue  KEYS[2] parked  KEYS[3] jobs  KEYS[4] attempts  KEYS[5] place
-KEYS[6] deadlines  KEYS[7] depth
+KEYS[6] deadlines  KEYS[7] depth  KEYS[8] recorded
 Returns flat {jobJSON, attempts}...
 ]]
 local rcall = redis.call
@@ -14,6 +14,7 @@ local function take(member)
   rcall('HDEL', KEYS[3], key)
   rcall('HDEL', KEYS[4], key)
   rcall('HDEL', KEYS[5], key)
+  rcall('HDEL', KEYS[8], key)
   rcall('ZREM', KEYS[6], key)
 end
 for _, member in ipairs(rcall('ZRANGE', KEYS[1], 0, -1)) do take(member) end

@@ -1,7 +1,7 @@
 -- Claiming, shared by claim and admit (which claims right after enqueueing when asked, so
 -- a request arriving at an idle instance costs one round trip rather than two). Needs
 -- members, queue and rate. K holds the key names: queue, parked, jobs, attempts, place,
--- deadlines, depth, leases, owners, locks, fences, calls, callTokens, pause, seq.
+-- deadlines, depth, leases, owners, locks, fences, calls, callTokens, pause, seq, recorded.
 
 -- Reads one field per key of a hash in one call, '' (or `default`) for absent ones.
 local function hmget(hash, keys, default)
@@ -13,8 +13,9 @@ end
 
 -- Expires due jobs, then takes the best jobs by score whose lock is free, each with one
 -- upstream rate token, leased to `owner`; jobs whose lock is held are parked behind it.
--- Returns claimed = flat {jobJSON, attempts, fence or '', callId}..., expired = flat
--- {jobJSON, attempts}..., retryAt or '', and the claimed jobs' keys.
+-- Returns claimed = flat {jobJSON, attempts, fence or '', callId, recorded reply or ''}...,
+-- expired = flat {jobJSON, attempts, recorded reply or ''}..., retryAt or '', and the claimed
+-- jobs' keys. A recorded reply (record.lua) is the job's answer already: its holder publishes it.
 local function claimJobs(K, owner, max, leaseMs, rpm, tpm, now, windowMs)
   local expired = {}
   local due = rcall('ZRANGEBYSCORE', K.deadlines, '-inf', now, 'LIMIT', 0, 1000)
@@ -23,10 +24,11 @@ local function claimJobs(K, owner, max, leaseMs, rpm, tpm, now, windowMs)
     for _, key in ipairs(due) do
       if dequeue(K.queue, K.parked, K.place, K.deadlines, K.depth, key) then gone[#gone + 1] = key end
     end
-    local data, attempts = hmget(K.jobs, gone, ''), hmget(K.attempts, gone, '0')
+    local data, attempts, recorded = hmget(K.jobs, gone, ''), hmget(K.attempts, gone, '0'), hmget(K.recorded, gone, '')
     for i = 1, #gone do
       expired[#expired + 1] = data[i]
       expired[#expired + 1] = attempts[i]
+      expired[#expired + 1] = recorded[i]
     end
   end
 
@@ -95,12 +97,13 @@ local function claimJobs(K, owner, max, leaseMs, rpm, tpm, now, windowMs)
   end
 
   local claimed = {}
-  local data, attempts = hmget(K.jobs, keys, ''), hmget(K.attempts, keys, '0')
+  local data, attempts, recorded = hmget(K.jobs, keys, ''), hmget(K.attempts, keys, '0'), hmget(K.recorded, keys, '')
   for i = 1, #keys do
     claimed[#claimed + 1] = data[i]
     claimed[#claimed + 1] = attempts[i]
     claimed[#claimed + 1] = fences[i]
     claimed[#claimed + 1] = callIds[i]
+    claimed[#claimed + 1] = recorded[i]
   end
   return claimed, expired, retryAt, keys
 end

@@ -3,13 +3,14 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from './config.js';
-import { isEmbeddingRequest, type OkReply, type Reply } from '../contract/index.js';
+import { isEmbeddingRequest, type Reply } from '../contract/index.js';
+import { Completion, pricedUsage, STORE_RETRY_MS, type Bookkeeping } from './completion.js';
 import { BridgeError, errorReply, toBridgeError } from './errors.js';
 import { lazyChild, type LazyLog, type Logger } from './logger.js';
 import type { Results } from './results.js';
 import type { Price } from './config-file.js';
 import { answerFields, okReply } from './replies.js';
-import type { CachedAnswer, ClaimAlong, ClaimedJob, ClaimOptions, ClaimResult, CompleteOptions, FlightClaim, Job, Lead, Store } from './store/types.js';
+import type { CachedAnswer, ClaimAlong, ClaimedJob, ClaimOptions, ClaimResult, ExpiredJob, FlightClaim, Job, Lead, Store } from './store/types.js';
 import { buildUpstreamBody } from './upstream/body.js';
 import type { UpstreamCall, UpstreamResult } from './upstream/client.js';
 
@@ -70,8 +71,6 @@ export interface Upstream {
   call(call: UpstreamCall): Promise<UpstreamResult>;
 }
 
-/** Terminal failures worth an operator's look; the rest are the device's own doing. */
-const DEAD_LETTER_CODES = new Set(['upstream_error', 'upstream_timeout', 'internal']);
 /**
  * Most free slots one admission reserves for the claim it carries: enough to take a burst
  * in one step, while other admissions in flight at the same moment can still carry theirs.
@@ -80,14 +79,10 @@ const CLAIM_ALONG_MAX = 16;
 /** Idle poll: other instances (Redis) admit jobs this one is not told about. */
 const IDLE_POLL_MS = 100;
 const REAP_EVERY_MS = 2000;
-const STORE_RETRY_MS = 1000;
 /** How often a request waiting on an identical one in flight looks for its answer. */
 const FOLLOW_POLL_MS = 25;
 /** A lease outlives one attempt by this much (CONTRACT guarantee 1: takeover within timeout + 5 s). */
 const LEASE_MARGIN_MS = 5000;
-
-/** What a completion records besides the reply (CompleteOptions' optional part). */
-type Bookkeeping = Pick<CompleteOptions, 'cache' | 'unlead' | 'usage'>;
 
 function nth(leads: Lead[], index: number): Lead {
   const lead = leads[index];
@@ -134,6 +129,8 @@ export class Scheduler {
   /** Read once: per-request debug lines are skipped without building their logger. */
   private readonly debugLines: boolean;
   private holdMs: number | undefined;
+  /** Record, publish, complete: how every ending becomes the job's one reply. */
+  private readonly completion: Completion;
 
   constructor(
     private readonly config: SchedulerConfig,
@@ -148,6 +145,7 @@ export class Scheduler {
   ) {
     this.leaseMs = config.upstreamTimeoutMs + LEASE_MARGIN_MS;
     this.debugLines = logger.isLevelEnabled('debug');
+    this.completion = new Completion(config, store, results, clock, (u) => observer.usage(u.model, u.promptTokens, u.completionTokens, u.costUsd));
   }
 
   private jobLog(job: Job): LazyLog {
@@ -314,13 +312,15 @@ export class Scheduler {
    */
   private leadAll(jobs: ClaimedJob[], now: number, known?: { key: string; lead: Lead }): (Promise<Lead> | undefined)[] {
     const flights: FlightClaim[] = [];
+    // A job with a recorded reply makes no call: it takes no flight.
+    const shares = (job: ClaimedJob): boolean => job.cacheKey !== undefined && job.recordedReply === undefined;
     for (const job of jobs) {
-      if (job.cacheKey !== undefined && job.key !== known?.key) flights.push({ cacheKey: job.cacheKey, jobKey: job.key });
+      if (shares(job) && job.key !== known?.key) flights.push({ cacheKey: job.cacheKey as string, jobKey: job.key });
     }
     const batch = flights.length === 0 ? undefined : this.store.lead(flights, this.leaseMs, now);
     let index = 0;
     return jobs.map((job) => {
-      if (job.cacheKey === undefined) return undefined;
+      if (!shares(job)) return undefined;
       if (known && job.key === known.key) return Promise.resolve(known.lead);
       const mine = index++;
       return batch?.then((leads) => nth(leads, mine));
@@ -368,10 +368,14 @@ export class Scheduler {
   private async execute(entry: Running, claimedAt: number, firstLead: Promise<Lead> | undefined): Promise<void> {
     const { job, abort } = entry;
     const log = this.jobLog(job);
+    if (job.recordedReply !== undefined) {
+      // An earlier holder recorded the job's reply and was lost before completing it.
+      await this.completion.recorded(job, job.recordedReply, log, abort.signal);
+      return;
+    }
     const lock = job.request.lock;
     if (lock !== undefined) log().info({ lock, fence: job.fence }, 'lock granted');
     let reply: Reply;
-    let deadLetter = false;
     let leading = false;
     let bookkeeping: Bookkeeping = {};
     try {
@@ -381,7 +385,7 @@ export class Scheduler {
           if (this.debugLines) log().debug('answered by an identical request in flight');
           this.observer.coalescedAnswer();
           const facts = { cached: true, attempts: 0, claimedAt, upstreamMs: 0, now: this.clock() };
-          await this.finish(job, okReply(job, shared, facts), false, log, abort.signal);
+          await this.completion.held(job, okReply(job, shared, facts), log, abort.signal);
           return;
         }
         leading = true;
@@ -428,7 +432,6 @@ export class Scheduler {
       }
       if (abort.signal.aborted) return; // shutdown: released to the queue by stop()
       const error = toBridgeError(err);
-      deadLetter = DEAD_LETTER_CODES.has(error.code);
       if (error.code === 'internal') log().error({ err }, 'request failed');
       else log().warn({ code: error.code }, `request failed: ${error.message}`);
       reply = errorReply(job.id, error, job.priority);
@@ -436,7 +439,7 @@ export class Scheduler {
     // Identical requests waiting on this one find the answer in the cache once the completion
     // is recorded, or lead in turn.
     if (leading && job.cacheKey !== undefined) bookkeeping.unlead = job.cacheKey;
-    await this.finish(job, reply, deadLetter, log, abort.signal, bookkeeping);
+    await this.completion.held(job, reply, log, abort.signal, bookkeeping);
   }
 
   /**
@@ -466,11 +469,9 @@ export class Scheduler {
       bookkeeping.cache = { key: job.cacheKey, answer: answerFields(result), ttlMs: this.config.cacheTtlS * 1000 };
     }
     if (result.usage) {
-      const { prompt_tokens: promptTokens, completion_tokens: completionTokens } = result.usage;
-      const price = this.config.prices[result.model];
-      const costUsd = price ? (promptTokens * price.inputPerMillion + completionTokens * price.outputPerMillion) / 1e6 : 0;
-      this.observer.usage(result.model, promptTokens, completionTokens, costUsd);
-      bookkeeping.usage = { deviceId: job.deviceId, model: result.model, priority: job.priority, promptTokens, completionTokens, costUsd };
+      const usage = pricedUsage(job, result.model, result.usage, this.config.prices);
+      this.observer.usage(usage.model, usage.promptTokens, usage.completionTokens, usage.costUsd);
+      bookkeeping.usage = usage;
       if (this.config.rateLimitTpm !== undefined) {
         // Never at the cost of the device's answer.
         await this.store.settleTokens(entry.callId, result.usage.total_tokens).catch((err: unknown) => {
@@ -505,47 +506,18 @@ export class Scheduler {
     }
   }
 
-  private async expire(job: Job): Promise<void> {
+  private async expire(job: ExpiredJob): Promise<void> {
     const log = this.jobLog(job);
-    log().info('request expired in the queue');
-    const reply = errorReply(job.id, new BridgeError('expired', 'ttl_ms passed before an upstream call could start'), job.priority);
-    await this.finish(job, reply, false, log);
-  }
-
-  /**
-   * Reply first, then record: a crash in between answers twice, never zero times. While the
-   * store is out of reach the record is retried (the job keeps its slot) until it is back
-   * or shutdown gives up on it; then the lease runs out and the job is answered again.
-   */
-  private async finish(
-    job: Job,
-    reply: Reply,
-    deadLetter: boolean,
-    log: LazyLog,
-    signal: AbortSignal = this.stopped.signal,
-    bookkeeping: Bookkeeping = {},
-  ): Promise<void> {
-    try {
-      await this.results.send(job, reply);
-    } catch (err) {
-      log().error({ err }, 'could not publish the reply; the job runs again when its lease expires');
-      if (bookkeeping.unlead !== undefined) await this.store.unlead(bookkeeping.unlead, job.key).catch(() => undefined);
+    if (job.recordedReply !== undefined) {
+      // Its reply was recorded (and maybe published) before it went back to the queue: that
+      // reply, not `expired`, is its answer.
+      log().info('deadline passed in the queue after the reply was recorded: answering with it');
+      await this.completion.unheld(job, job.recordedReply, log, this.stopped.signal);
       return;
     }
-    for (let retry = 0; ; retry += 1) {
-      try {
-        await this.store.complete(job, reply, { ttlS: this.config.idempotencyTtlS, deadLetter, ...bookkeeping }, this.clock());
-        if (retry > 0) log().info({ retries: retry }, 'completion recorded after the store came back');
-        return;
-      } catch (err) {
-        if (!(err instanceof BridgeError && err.code === 'unavailable') || signal.aborted) {
-          log().error({ err }, 'could not record the reply');
-          return;
-        }
-        if (retry === 0) log().warn({ err: err.message }, 'store unavailable: retrying the completion until it is back');
-        await sleep(Math.min(250 * 2 ** retry, STORE_RETRY_MS * 5), undefined, { signal }).catch(() => undefined);
-      }
-    }
+    log().info('request expired in the queue');
+    const reply = errorReply(job.id, new BridgeError('expired', 'ttl_ms passed before an upstream call could start'), job.priority);
+    await this.completion.unheld(job, reply, log, this.stopped.signal);
   }
 
   private async renew(): Promise<void> {
@@ -574,8 +546,9 @@ export class Scheduler {
       const exhausted = await this.store.reap(this.config.maxAttempts, this.clock());
       for (const job of exhausted) {
         const log = this.jobLog(job);
+        // Never one with a recorded reply: the reap requeues those for a claim to publish it.
         const error = new BridgeError('upstream_error', `gave up after ${job.attempts} attempts whose holders stopped`);
-        await this.finish(job, errorReply(job.id, error, job.priority), true, log);
+        await this.completion.unheld(job, errorReply(job.id, error, job.priority), log, this.stopped.signal);
       }
       if (exhausted.length > 0) this.wake();
     } catch (err) {

@@ -111,12 +111,16 @@ describe('chaos: SIGKILL under load', () => {
     // Guarantee 1 is at-least-once: a reply published just before the kill (but not yet recorded
     // as complete), or a call in flight at the kill whose lease is then taken over, is answered
     // again after the restart; devices deduplicate by id. So duplicates are reported, not failed.
+    // But never two different replies: a reply is recorded before it is published, and whoever
+    // takes the job over publishes that one (bridge/completion.ts).
     let duplicates = 0;
     let errors = 0;
+    const differing: string[] = [];
     for (const id of acknowledged) {
       const replies = (sent.get(id) as ChaosDevice).replies.filter((r) => r.id === id);
       duplicates += Math.max(0, replies.length - 1);
       errors += replies.some((r) => !r.ok) ? 1 : 0;
+      if (new Set(replies.map((r) => r.raw)).size > 1) differing.push(id);
     }
     const allReplies = devices.flatMap((d) => d.replies);
     const unexpected = allReplies.filter((r) => r.id === null || !sent.has(r.id));
@@ -127,6 +131,7 @@ describe('chaos: SIGKILL under load', () => {
     console.log(
       `[chaos crash] sent ${sent.size}, acknowledged ${acknowledged.size} (${ackedBeforeKill.size} before the kill), ` +
         `answered ${acknowledged.size - missing.length}, missing ${missing.length}, duplicates ${duplicates}, ` +
+        `answered two ways ${differing.length}, ` +
         `error replies ${errors}; at the kill: answered ${answeredAtKill}, upstream calls ${upstreamAtKill}, ` +
         `in flight ${inFlightAtKill}; upstream calls ${upstream.requests.length}, most for one id ${maxCalls}`,
     );
@@ -135,6 +140,7 @@ describe('chaos: SIGKILL under load', () => {
     expect(inFlightAtKill).toBeGreaterThan(0);
     expect(ackedBeforeKill.size - upstreamAtKill).toBeGreaterThan(0); // acknowledged but never sent upstream: queued
     expect(missing).toEqual([]);
+    expect(differing).toEqual([]);
     expect(answered(lastId)).toBe(true);
     expect(typeof duplicates).toBe('number');
     expect(Number.isInteger(duplicates)).toBe(true);

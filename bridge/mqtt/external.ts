@@ -54,8 +54,9 @@ export function sharedSubscription(group: string): string {
 }
 
 /**
- * Connects to the plant's broker and resolves once the first connection is up and
- * subscribed; later losses reconnect with backoff while `connected()` is false.
+ * Connects to the plant's broker; resolves on the first CONNACK (or the first failed attempt,
+ * starting unready). Lost connections are retried every RECONNECT_MIN_MS, and `connected()`
+ * is false until the broker has granted the shared subscription again.
  */
 export async function openExternal(
   options: ExternalBrokerOptions,

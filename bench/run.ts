@@ -1,6 +1,7 @@
 // `npm run bench`: one run that measures, side by side and on the same workload, (a) an MQTT
 // echo through the project's own broker, (b) the bridge with the memory store and (c) the
-// bridge with the Redis store, all against the upstream simulator at a fixed latency.
+// bridge with the Redis store, all against the upstream simulator at a fixed latency; on request
+// more (two instances, the plant's broker with 1 to 3 instances: bench/plant.ts).
 // Prints a Markdown table and writes bench/results/latest.json and latest.svg.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';

@@ -39,7 +39,14 @@ export async function startPlant(options: PlantOptions): Promise<Plant> {
   };
   try {
     for (let i = 1; i <= options.instances; i += 1) {
-      const env = { ...options.env, BROKER_URL: mosquitto.url, INSTANCE_ID: `${options.name}-${i}` };
+      // BENCH_BROKER_CONNECTIONS: try another BROKER_CONNECTIONS than the bridge's default.
+      const connections = process.env.BENCH_BROKER_CONNECTIONS;
+      const env = {
+        ...options.env,
+        ...(connections ? { BROKER_CONNECTIONS: connections } : {}),
+        BROKER_URL: mosquitto.url,
+        INSTANCE_ID: `${options.name}-${i}`,
+      };
       services.push(await startServiceProcess(env, { nodeArgs: options.nodeArgs ?? [] }));
     }
     await Promise.all(services.map((s) => subscribed(s)));

@@ -62,6 +62,7 @@ const EnvSchema = z.object({
   BROKER_KEY_FILE: readableFile.optional(),
   BROKER_SHARE_GROUP: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 characters of A-Za-z0-9_-').default('edge-ai-bridge'),
   BROKER_SESSION_EXPIRY_S: int(0).default(300),
+  BROKER_CONNECTIONS: int(1).max(64, 'must be at most 64').default(4),
   INSTANCE_ID: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 characters of A-Za-z0-9_-').optional(),
   MAX_SESSION_EXPIRY_S: int(1).default(86_400),
   HTTP_HOST: z.string().min(1).default('127.0.0.1'),
@@ -132,6 +133,8 @@ export interface Config {
   brokerKeyFile: string | undefined;
   brokerShareGroup: string;
   brokerSessionExpiryS: number;
+  /** Connections to the plant's broker per instance, each a member of the share group. */
+  brokerConnections: number;
   /** Names the status topics and, with BROKER_URL, the client id; generated when unset. */
   instanceId: string | undefined;
   /** The longest MQTT 5 session expiry the embedded broker grants. */
@@ -248,6 +251,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     brokerKeyFile: e.BROKER_KEY_FILE,
     brokerShareGroup: e.BROKER_SHARE_GROUP,
     brokerSessionExpiryS: e.BROKER_SESSION_EXPIRY_S,
+    brokerConnections: e.BROKER_CONNECTIONS,
     instanceId: e.INSTANCE_ID,
     maxSessionExpiryS: e.MAX_SESSION_EXPIRY_S,
     httpHost: e.HTTP_HOST,

@@ -1,0 +1,218 @@
+// One MQTT 5 connection of the bridge to the plant's broker: a persistent session that is a
+// member of the shared subscription. Admission runs in mqtt.js' customHandleAcks, so the
+// request's PUBACK goes to the broker only once it is admitted; mqtt.js hands over one message
+// at a time, so the admissions of one connection run one after another.
+import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import mqtt, { type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
+import type { Logger } from 'pino';
+import { ConfigError, parseInferTopic, PUBACK_REASON, requestPropertiesOf, type RequestHandler } from '../../contract/index.js';
+
+export interface ExternalBrokerOptions {
+  brokerUrl: string;
+  brokerUsername?: string | undefined;
+  brokerPassword?: string | undefined;
+  brokerCaFile?: string | undefined;
+  brokerCertFile?: string | undefined;
+  brokerKeyFile?: string | undefined;
+  brokerShareGroup: string;
+  brokerSessionExpiryS: number;
+}
+
+const RECONNECT_MIN_MS = 500;
+const CONNECT_TIMEOUT_MS = 10_000;
+/** Unacknowledged requests the broker may have on the way to one connection at once. */
+const RECEIVE_MAXIMUM = 100;
+
+export interface BrokerConnection {
+  readonly client: MqttClient;
+  /** Connected and holding the shared subscription: requests can arrive. */
+  ready(): boolean;
+  /** Drops the shared subscription (graceful stop): the broker sends this connection no more. */
+  unsubscribe(): Promise<void>;
+}
+
+export interface ConnectionOptions {
+  clientId: string;
+  /** The shared-subscription filter. */
+  filter: string;
+  /** Set on one connection per instance: its status Will, and `online` published on every connect. */
+  status?: { topic: string; online: Buffer; offline: Buffer } | undefined;
+  onRequest: RequestHandler;
+  admissions: AdmissionCount;
+  log: Logger;
+}
+
+/**
+ * Opens one connection; resolves on its first CONNACK, or once its first attempt failed for
+ * the network (it keeps retrying every RECONNECT_MIN_MS). A broker that refuses it rejects.
+ */
+export async function openConnection(options: ExternalBrokerOptions, c: ConnectionOptions): Promise<BrokerConnection> {
+  const { admissions, onRequest, filter } = c;
+  const log = c.log.child({ clientId: c.clientId });
+  const handle = (topic: string, payload: Buffer, packet: IPublishPacket): Promise<number> => {
+    admissions.started();
+    return admit(topic, payload, packet, onRequest, log).finally(() => admissions.ended());
+  };
+  const client = mqtt.connect(options.brokerUrl, {
+    ...clientOptions(options, c),
+    customHandleAcks: (topic, payload, packet: IPublishPacket, done) => {
+      handle(topic, payload, packet).then(
+        (code) => done(code),
+        (err: unknown) => {
+          // No PUBACK at all: the broker keeps the request and delivers it again.
+          log.error({ err, topic }, 'request handler failed: left unacknowledged');
+          done(err instanceof Error ? err : new Error(String(err)));
+        },
+      );
+    },
+  });
+  // A QoS 0 request has no PUBACK to hold: it arrives as a plain message (QoS 1 ones arrive
+  // here too, once acknowledged, and are skipped).
+  client.on('message', (topic, payload, packet) => {
+    if (packet.qos !== 0) return;
+    handle(topic, payload, packet).catch((err: unknown) => log.error({ err, topic }, 'request handler failed'));
+  });
+  let up = false;
+  let subscribed = false;
+  let unsubscribed = false;
+  let connects = 0;
+  client.on('connect', (connack) => {
+    up = true;
+    subscribed = false;
+    connects += 1;
+    log.info({ sessionPresent: connack.sessionPresent, connects }, 'connected to the broker');
+    // The Will may have marked this instance offline while it was away.
+    if (c.status) client.publish(c.status.topic, c.status.online, { qos: 1, retain: true });
+    // Every time: a session may be present without the subscription (a graceful stop drops
+    // it, a broker restart may forget it).
+    if (!unsubscribed) subscribe(client, filter, log, () => (subscribed = true));
+  });
+  client.on('close', () => {
+    if (up) log.warn('broker connection lost: reconnecting; requests wait in the broker meanwhile');
+    up = false;
+  });
+  client.on('error', (err) => log.warn({ err: err.message }, 'broker connection error'));
+  await firstConnection(client, options.brokerUrl, log);
+  return {
+    client,
+    ready: () => up && (subscribed || unsubscribed),
+    async unsubscribe() {
+      unsubscribed = true;
+      if (up) await client.unsubscribeAsync(filter).catch((err: unknown) => log.warn({ err }, 'could not unsubscribe'));
+    },
+  };
+}
+
+/** Admissions under way on an instance's connections, so a graceful stop can wait for the last one. */
+export class AdmissionCount {
+  private running = 0;
+  private lastEnd = 0;
+
+  started(): void {
+    this.running += 1;
+  }
+
+  ended(): void {
+    this.running -= 1;
+    this.lastEnd = Date.now();
+  }
+
+  /** Resolves once none has run for `quietMs` (or after `maxMs` whatever happens). */
+  async quiet(quietMs: number, maxMs: number): Promise<void> {
+    const deadline = Date.now() + maxMs;
+    this.lastEnd = Math.max(this.lastEnd, Date.now());
+    while (Date.now() < deadline && (this.running > 0 || Date.now() - this.lastEnd < quietMs)) await sleep(20);
+  }
+}
+
+function clientOptions(options: ExternalBrokerOptions, c: ConnectionOptions): IClientOptions {
+  const read = (path: string | undefined): Buffer | undefined => (path === undefined ? undefined : readFileSync(path));
+  return {
+    clientId: c.clientId,
+    protocolVersion: 5,
+    clean: false,
+    username: options.brokerUsername,
+    password: options.brokerPassword,
+    ca: read(options.brokerCaFile),
+    cert: read(options.brokerCertFile),
+    key: read(options.brokerKeyFile),
+    reconnectPeriod: RECONNECT_MIN_MS,
+    // We subscribe on every connect ourselves: mqtt.js' own resubscription skips a filter it
+    // believes it holds, and Mosquitto forgets shared subscriptions across its restart.
+    resubscribe: false,
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    properties: { sessionExpiryInterval: options.brokerSessionExpiryS, receiveMaximum: RECEIVE_MAXIMUM },
+    ...(c.status ? { will: { topic: c.status.topic, payload: c.status.offline, qos: 1 as const, retain: true } } : {}),
+  };
+}
+
+async function admit(
+  topicName: string,
+  payload: Buffer,
+  packet: IPublishPacket,
+  onRequest: RequestHandler,
+  log: Logger,
+): Promise<number> {
+  const topic = parseInferTopic(topicName);
+  if (!topic) {
+    // The subscription only matches request topics; a device id outside the contract lands here.
+    log.warn({ topic: topicName }, 'message on a request topic with an invalid device id: dropped');
+    return PUBACK_REASON.payloadFormatInvalid;
+  }
+  const refusal = await onRequest({ topic, payload, properties: requestPropertiesOf(packet.properties) });
+  return refusal ? refusal.reasonCode : 0;
+}
+
+function subscribe(client: MqttClient, filter: string, log: Logger, granted: () => void): void {
+  client.subscribe(filter, { qos: 1 }, (err, grants) => {
+    const code = grants?.[0]?.qos;
+    if (err || code === undefined || code > 2) {
+      log.error({ err: err?.message, filter, code }, 'the broker refused the shared subscription: no request will arrive');
+      return;
+    }
+    log.info({ filter, qos: code }, 'subscribed');
+    granted();
+  });
+}
+
+/**
+ * Resolves on the first CONNACK, or once the first attempt failed for the network (the
+ * bridge starts unready and keeps trying: the broker may start after it). A broker that
+ * refuses the connection (credentials, client id) rejects: retrying would not help.
+ */
+function firstConnection(client: MqttClient, url: string, log: Logger): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const settle = (): void => {
+      client.off('connect', onConnect);
+      client.off('error', onError);
+      client.off('offline', onOffline);
+    };
+    const onError = (err: Error & { code?: unknown }): void => {
+      if (typeof err.code !== 'number') return; // a network error: 'offline' follows
+      settle();
+      client.end(true);
+      reject(new ConfigError('BROKER_URL', `${redactUrl(url)} refused the connection: ${err.message}`));
+    };
+    const onOffline = (): void => {
+      settle();
+      log.warn('broker unreachable: starting unready and retrying');
+      resolve();
+    };
+    const onConnect = (): void => {
+      settle();
+      resolve();
+    };
+    client.on('connect', onConnect);
+    client.on('error', onError);
+    client.on('offline', onOffline);
+  });
+}
+
+/** The URL without credentials, for logs. */
+export function redactUrl(url: string): string {
+  const parsed = new URL(url);
+  parsed.username = '';
+  parsed.password = '';
+  return parsed.toString();
+}

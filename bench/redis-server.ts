@@ -3,7 +3,7 @@
 // benchmark when no REDIS_URL is given.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer, type AddressInfo } from 'node:net';
+import { freePort } from './free-port.js';
 
 export interface PrivateRedis {
   readonly port: number;
@@ -47,16 +47,6 @@ export async function startPrivateRedis(args: string[] = [], options: { port?: n
     }
   }
   throw lastError;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  server.close();
-  await once(server, 'close');
-  return port;
 }
 
 function ready(child: ChildProcess): Promise<void> {

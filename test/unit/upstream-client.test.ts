@@ -174,9 +174,11 @@ describe('UpstreamClient', () => {
       ttl_ms: 5000,
       cache: true,
     };
+    const startedAt = performance.now();
     const result = await client(up.url).call(
       call({ body: buildUpstreamBody(request, 'gpt-4o-mini'), headers: { 'X-Lock-Key': 'line-3/robot-arm', 'X-Lock-Fence': '17' } }),
     );
+    const elapsedMs = performance.now() - startedAt;
 
     expect(result).toMatchObject({
       model: 'gpt-4o-mini-2024-07-18',
@@ -185,7 +187,9 @@ describe('UpstreamClient', () => {
       usage: { prompt_tokens: 21, completion_tokens: 5, total_tokens: 26 },
       attempts: 1,
     });
+    // The upstream's own time: within the call, not made up.
     expect(result.upstreamMs).toBeGreaterThanOrEqual(0);
+    expect(result.upstreamMs).toBeLessThanOrEqual(elapsedMs + 1);
     expect(up.seen).toHaveLength(1);
     const [seen] = up.seen;
     expect(seen?.path).toBe('/v1/chat/completions');

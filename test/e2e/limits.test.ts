@@ -1,7 +1,7 @@
 // Protocol-level limits: each test has one raw-socket client break a limit while a
 // well-behaved mqtt.js device beside it keeps getting its replies.
 import { afterEach, describe, expect, it } from 'vitest';
-import { ask, sleep, startHarness, type Harness } from '../helpers/harness.js';
+import { ask, startHarness, type Harness } from '../helpers/harness.js';
 import {
   fixedHeader,
   PacketType,
@@ -12,6 +12,7 @@ import {
   unsubscribePacket,
   connectPacket,
 } from '../helpers/raw-mqtt.js';
+import { waitUntil } from '../helpers/wait.js';
 
 let h: Harness | undefined;
 const raws: RawClient[] = [];
@@ -45,14 +46,7 @@ async function stillServed(harness: Harness, deviceId: string, id: string): Prom
 const hasClient = (harness: Harness, clientId: string): boolean =>
   (harness.bridge.broker!.aedes as unknown as { clients: Record<string, unknown> }).clients[clientId] !== undefined;
 
-async function until(check: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (check()) return true;
-    await sleep(10);
-  }
-  return check();
-}
+const until = (check: () => boolean, timeoutMs: number): Promise<boolean> => waitUntil(check, timeoutMs);
 
 describe('protocol limits', () => {
   it('CONNECT_TIMEOUT_MS: closes a socket that sends no CONNECT', async () => {

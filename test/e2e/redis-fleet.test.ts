@@ -7,6 +7,7 @@ import type { RecordedRequest } from '../../device-sim/upstream-sim.js';
 import { AGING_ENV, expectLowRunsUnderCriticalFlood } from '../helpers/aging.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
 import { ask, sleep, type Device } from '../helpers/harness.js';
+import { eventually } from '../helpers/wait.js';
 
 /** The prompt of a recorded upstream call: the tag the test put in the message content. */
 const tagOf = (r: RecordedRequest): string => {
@@ -19,13 +20,7 @@ const header = (r: RecordedRequest, name: string): string | undefined => {
   return Array.isArray(v) ? v[0] : v;
 };
 
-async function until(what: string, check: () => boolean, timeoutMs = 4000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
+const until = (what: string, check: () => boolean, timeoutMs = 4000): Promise<void> => eventually(what, check, timeoutMs);
 
 const repliesFor = (d: Device, id: string): Reply[] => d.replies.filter((r) => r.id === id);
 

@@ -15,6 +15,7 @@ import { startServiceProcess, type ServiceProcess } from '../../device-sim/servi
 import { startUpstreamSim, type UpstreamSim } from '../../device-sim/upstream-sim.js';
 import { ask, sleep } from '../helpers/harness.js';
 import { connectTcp, connectTls, makePki, tempDir, writeAuthFile, type Pki } from '../helpers/security.js';
+import { eventually } from '../helpers/wait.js';
 
 const rnd = (): string => randomBytes(8).toString('hex');
 const secret = (label: string): string => `SECRET-${label}-${rnd()}`;
@@ -99,13 +100,7 @@ function repliesOf(deviceId: string): Array<Record<string, unknown>> {
     .map((m) => JSON.parse(m.text) as Record<string, unknown>);
 }
 
-async function waitFor(what: string, check: () => boolean, timeoutMs = 8000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
+const waitFor = (what: string, check: () => boolean, timeoutMs = 8000): Promise<void> => eventually(what, check, timeoutMs);
 
 beforeAll(async () => {
   pki = makePki(dir.path);

@@ -4,15 +4,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Reply } from '../../contract/index.js';
 import { ask, sleep, startHarness, type Harness } from '../helpers/harness.js';
+import { eventually } from '../helpers/wait.js';
 
 /** Polls until `predicate` holds; fails with `what` after `timeoutMs`. */
-async function waitFor(predicate: () => boolean, what: string, timeoutMs = 3000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
+const waitFor = (predicate: () => boolean, what: string, timeoutMs = 3000): Promise<void> => eventually(what, predicate, timeoutMs);
 
 function expectError(reply: Reply | undefined, code: string): { code: string; message: string; retry_after_ms?: number } {
   expect(reply).toBeDefined();

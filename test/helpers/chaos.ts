@@ -3,7 +3,6 @@
 // probes (readiness, waiting for a condition).
 import mqtt, { type MqttClient } from 'mqtt';
 import { topics } from '../../contract/index.js';
-import { sleep } from './harness.js';
 
 /** What a device saw on its result topic, kept raw enough that a malformed reply is visible too. */
 export interface SeenReply {
@@ -84,15 +83,7 @@ export async function connectChaosDevice(port: number, clientId: string, options
   };
 }
 
-/** Polls `check` every `everyMs` until it is true or `timeoutMs` passed; returns the last result. */
-export async function waitUntil(check: () => boolean, timeoutMs: number, everyMs = 50): Promise<boolean> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    if (check()) return true;
-    if (Date.now() >= until) return false;
-    await sleep(everyMs);
-  }
-}
+export { waitUntil } from './wait.js';
 
 /** GET /readyz: the HTTP status, or 0 when the request failed. */
 export async function readyz(httpPort: number): Promise<number> {

@@ -12,6 +12,7 @@ import type { ClaimedJob, Job, Store } from '../../bridge/store/types.js';
 import { logSink } from '../helpers/log-sink.js';
 import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
 import { makeJob, makeReply } from '../store/store-contract.js';
+import { eventually } from '../helpers/wait.js';
 
 const CONFIG: SchedulerConfig = {
   maxConcurrency: 4,
@@ -29,13 +30,7 @@ const LEASE_MS = CONFIG.upstreamTimeoutMs + 5000; // the scheduler's
 const LIMITS = { deviceRpm: 1000, queueMax: 1000 };
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-async function until(check: () => boolean, ms = 3000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await sleep(10);
-  }
-}
+const until = (check: () => boolean, ms = 3000): Promise<void> => eventually('the condition', check, ms);
 
 /** An upstream that answers every call with a new content, optionally after `gate`. */
 function fakeUpstream() {

@@ -12,18 +12,13 @@ import mqtt, { type IClientOptions, type IConnackPacket, type MqttClient } from 
 import { generate, parser, type IPubackPacket, type Packet } from 'mqtt-packet';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startMosquitto, type Mosquitto, type MosquittoOptions } from '../helpers/mosquitto.js';
+import { eventually } from '../helpers/wait.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const uid = (): string => randomBytes(4).toString('hex');
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function waitUntil(check: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
+const waitUntil = (check: () => boolean, what: string, timeoutMs = 5000): Promise<void> => eventually(what, check, timeoutMs);
 
 /** Waits until a counter has not moved for quietMs (the broker has sent all it will). */
 async function settle(count: () => number, quietMs = 250): Promise<number> {

@@ -16,9 +16,12 @@ export interface RequestProperties {
   userProperties?: UserProperties | undefined;
 }
 
+/** What an MQTT 3.1.1 request (or an MQTT 5 one without properties) carries: shared, never written. */
+const NO_PROPERTIES: RequestProperties = Object.freeze({});
+
 /** The properties the bridge acts on, out of an MQTT 5 PUBLISH's (as both brokers decode them). */
 export function requestPropertiesOf(properties: RequestProperties | undefined): RequestProperties {
-  if (!properties) return {};
+  if (!properties) return NO_PROPERTIES;
   const { responseTopic, correlationData, messageExpiryInterval, userProperties } = properties;
   return { responseTopic, correlationData, messageExpiryInterval, userProperties };
 }

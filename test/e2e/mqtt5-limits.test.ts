@@ -61,9 +61,16 @@ describe('MQTT 5 limits of the embedded broker', () => {
     expect(okOf((await device.reply('after-flood'))[0]).id).toBe('after-flood');
   });
 
-  it('accepts a huge Receive Maximum without honouring it with memory, and refuses a Receive Maximum of 0', async () => {
+  it('accepts a huge Receive Maximum and refuses a Receive Maximum of 0 (0x82)', async () => {
     const { raw, connack } = await connectV5(port(), 'cam-rm', { receiveMaximum: 65535 });
     expect((connack as { reasonCode?: number }).reasonCode).toBe(0);
+    // The connection serves as any other: subscribe, request, acknowledgement, reply.
+    raw.send(encode({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'devices/cam-rm/result', qos: 1 }] }));
+    await raw.next(PacketType.SUBACK);
+    raw.send(encode({ cmd: 'publish', topic: 'devices/cam-rm/infer/normal', payload: JSON.stringify(ask('rm-1')), qos: 1, messageId: 2 }));
+    await raw.next(PacketType.PUBACK);
+    const reply = await raw.next(PacketType.PUBLISH, 5000);
+    expect(reply.body.toString()).toContain('"id":"rm-1","ok":true');
     raw.destroy();
     const refused = await connectV5(port(), 'cam-rm0', { receiveMaximum: 0 });
     expect((refused.connack as { reasonCode?: number }).reasonCode).toBe(0x82);

@@ -2,7 +2,7 @@
 # edge-ai-bridge: build with the dev dependencies (tsc), run with the production ones only.
 # One image runs the bridge (default CMD), the device simulator and the upstream simulator:
 #   docker run IMAGE node dist/device-sim/cli.js --url mqtt://host:1883 …
-#   docker run IMAGE node dist/device-sim/upstream-sim-cli.js --host 0.0.0.0 --port 8080
+#   docker run IMAGE node dist/upstream-sim/cli.js --host 0.0.0.0 --port 8080
 
 # ---- build: TypeScript → dist/ (the build also copies bridge/store/lua/*.lua) ----
 FROM node:20-bookworm-slim AS build
@@ -11,9 +11,11 @@ COPY package.json package-lock.json ./
 # --ignore-scripts: `prepare` builds, and the sources are not copied yet (better layer caching).
 RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
+COPY contract ./contract
 COPY broker ./broker
 COPY bridge ./bridge
 COPY device-sim ./device-sim
+COPY upstream-sim ./upstream-sim
 COPY bench ./bench
 RUN npm run build
 

@@ -7,7 +7,7 @@ import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { Pool } from 'undici';
 import { startBroker, type Broker } from '../broker/broker.js';
-import { loadConfig } from '../bridge/config.js';
+import { loadConfig } from '../bridge/config/config.js';
 import { topics, type Priority } from '../contract/index.js';
 import { createLogger } from '../bridge/logger.js';
 

@@ -9,7 +9,7 @@
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { Pool } from 'undici';
 import { startBroker, type Broker } from '../broker/broker.js';
-import { loadConfig } from '../bridge/config.js';
+import { loadConfig } from '../bridge/config/config.js';
 import { topics } from '../contract/index.js';
 import { createLogger } from '../bridge/logger.js';
 

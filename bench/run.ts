@@ -99,7 +99,7 @@ interface Upstream {
 }
 
 async function startUpstream(): Promise<Upstream> {
-  const child = spawn(process.execPath, [distFile('../device-sim/upstream-sim-cli.js'), '--port', '0', '--latency-ms', String(UPSTREAM_LATENCY_MS)], {
+  const child = spawn(process.execPath, [distFile('../upstream-sim/cli.js'), '--port', '0', '--latency-ms', String(UPSTREAM_LATENCY_MS)], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const url = await new Promise<string>((resolve, reject) => {

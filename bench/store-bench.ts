@@ -17,7 +17,7 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
-import { DEFAULT_PRIORITY_OFFSETS_MS } from '../bridge/config.js';
+import { DEFAULT_PRIORITY_OFFSETS_MS } from '../bridge/config/config.js';
 import type { InferRequest, Priority, Reply } from '../contract/index.js';
 import { MemoryStore } from '../bridge/store/memory.js';
 import { deleteDeployment } from '../bridge/store/redis-keys.js';

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `npx edge-ai-bridge [start|version|help]`: the installed command around the service.
-import { OPS_USAGE } from './ops-cli.js';
+import { OPS_USAGE } from './ops/ops-cli.js';
 import { VERSION } from './version.js';
 
 const USAGE = `usage: edge-ai-bridge [start | dlq … | usage … | hash-password | version | help]
@@ -16,17 +16,17 @@ switch (command) {
     await import('./main.js');
     break;
   case 'dlq': {
-    const { runDlq } = await import('./ops-cli.js');
+    const { runDlq } = await import('./ops/ops-cli.js');
     await runDlq(process.argv.slice(3));
     break;
   }
   case 'usage': {
-    const { runUsage } = await import('./ops-cli.js');
+    const { runUsage } = await import('./ops/ops-cli.js');
     await runUsage(process.argv.slice(3));
     break;
   }
   case 'hash-password': {
-    const { runHashPassword } = await import('./hash-password.js');
+    const { runHashPassword } = await import('./ops/hash-password.js');
     await runHashPassword();
     break;
   }

@@ -1,11 +1,11 @@
 // The process: configuration, signals and exit codes around the composition root (app.ts).
 import { setFlagsFromString } from 'node:v8';
 import { ListenError } from '../broker/broker.js';
-import { startUpstreamSim, type UpstreamSim } from '../device-sim/upstream-sim.js';
+import { startUpstreamSim, type UpstreamSim } from '../upstream-sim/sim.js';
 import { startBridge, type RunningBridge } from './app.js';
 import { ConfigError } from '../contract/index.js';
-import { loadConfig, isLoopback, type Config } from './config.js';
-import { readConfigFile, upstreamSettings } from './config-file.js';
+import { loadConfig, isLoopback, type Config } from './config/config.js';
+import { readConfigFile, upstreamSettings } from './config/config-file.js';
 import { createLogger } from './logger.js';
 
 function fail(message: string): never {

@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import { runFleet } from './fleet.js';
 import { startServiceProcess } from './service-process.js';
 import { formatTable, parseMix } from './stats.js';
-import { startUpstreamSim, type UpstreamSim } from './upstream-sim.js';
+import { startUpstreamSim, type UpstreamSim } from '../upstream-sim/sim.js';
 
 const DEVICES = 50;
 const RATE = 100;

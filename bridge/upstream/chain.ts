@@ -23,7 +23,7 @@
 // fails at once with upstream_error "no provider available (…)" and a retry_after_ms of the
 // earliest half-open time: it does not wait out a cool-down (a request's ttl_ms is usually
 // shorter, and its device is better told now).
-import type { Route } from '../config-file.js';
+import type { Route } from '../config/config-file.js';
 import type { Priority, RequestKind } from '../../contract/index.js';
 import { BridgeError } from '../errors.js';
 import { lazyChild, type Logger } from '../logger.js';

@@ -3,8 +3,8 @@
 // CONFIG_FILE), BREAKER_COOLDOWN_MS, and where breaker state lives (Redis when the bridge
 // coordinates through one, so every instance shares each provider's circuit).
 import type { Redis } from 'ioredis';
-import type { Config } from '../config.js';
-import type { UpstreamSettings } from '../config-file.js';
+import type { Config } from '../config/config.js';
+import type { UpstreamSettings } from '../config/config-file.js';
 import type { Logger } from '../logger.js';
 import { MemoryBreakerStore, RedisBreakerStore } from './breaker.js';
 import { ProviderChain } from './chain.js';

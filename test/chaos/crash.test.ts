@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
-import { startUpstreamSim, type UpstreamSim } from '../../device-sim/upstream-sim.js';
+import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { connectChaosDevice, upstreamCallsById, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
 import { sleep } from '../helpers/harness.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
@@ -112,7 +112,7 @@ describe('chaos: SIGKILL under load', () => {
     // as complete), or a call in flight at the kill whose lease is then taken over, is answered
     // again after the restart; devices deduplicate by id. So duplicates are reported, not failed.
     // But never two different replies: a reply is recorded before it is published, and whoever
-    // takes the job over publishes that one (bridge/completion.ts).
+    // takes the job over publishes that one (bridge/results/completion.ts).
     let duplicates = 0;
     let errors = 0;
     const differing: string[] = [];

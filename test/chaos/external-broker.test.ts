@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
-import { startUpstreamSim, type UpstreamSim } from '../../device-sim/upstream-sim.js';
+import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { connectChaosDevice, readyz, waitUntil, type ChaosDevice, type SeenReply } from '../helpers/chaos.js';
 import { sleep } from '../helpers/harness.js';
 import { startMosquitto, type Mosquitto } from '../helpers/mosquitto.js';

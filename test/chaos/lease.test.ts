@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
-import { startUpstreamSim, type RecordedRequest, type UpstreamSim } from '../../device-sim/upstream-sim.js';
+import { startUpstreamSim, type RecordedRequest, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { connectChaosDevice, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
 import { sleep } from '../helpers/harness.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
-import { startUpstreamSim, type UpstreamSim } from '../../device-sim/upstream-sim.js';
+import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { connectChaosDevice, readyz, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
 import { sleep } from '../helpers/harness.js';
 import { uniquePrefix } from '../helpers/redis.js';

@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { simEmbedding } from '../../device-sim/upstream-sim.js';
+import { simEmbedding } from '../../upstream-sim/sim.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
 import { ask, okOf, sleep, startHarness, type Harness } from '../helpers/harness.js';
 

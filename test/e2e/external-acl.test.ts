@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import mqtt, { type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startBridge } from '../../bridge/app.js';
-import { loadConfig } from '../../bridge/config.js';
+import { loadConfig } from '../../bridge/config/config.js';
 import { createLogger } from '../../bridge/logger.js';
 import { ReplySchema, StatusSchema, topics, type Reply } from '../../contract/index.js';
 import { waitUntil } from '../helpers/chaos.js';

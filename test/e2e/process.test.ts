@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mainScript, startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
-import { startUpstreamSim, type UpstreamSim } from '../../device-sim/upstream-sim.js';
+import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { ask, connectDevice, sleep } from '../helpers/harness.js';
 
 function runToExit(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {

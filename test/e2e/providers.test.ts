@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Reply } from '../../contract/index.js';
-import { startUpstreamSim, type UpstreamSim } from '../../device-sim/upstream-sim.js';
+import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
 import { ask, sleep, startHarness, type Device, type Harness } from '../helpers/harness.js';
 

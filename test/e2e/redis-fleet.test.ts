@@ -3,7 +3,7 @@
 // instances (guarantees 2, 3, 4 and 6), asserted on what devices and the upstream saw.
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Reply } from '../../contract/index.js';
-import type { RecordedRequest } from '../../device-sim/upstream-sim.js';
+import type { RecordedRequest } from '../../upstream-sim/sim.js';
 import { AGING_ENV, expectLowRunsUnderCriticalFlood } from '../helpers/aging.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
 import { ask, sleep, type Device } from '../helpers/harness.js';

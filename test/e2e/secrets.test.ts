@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import type { MqttClient } from 'mqtt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
-import { startUpstreamSim, type UpstreamSim } from '../../device-sim/upstream-sim.js';
+import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { ask, sleep } from '../helpers/harness.js';
 import { connectTcp, connectTls, makePki, tempDir, writeAuthFile, type Pki } from '../helpers/security.js';
 import { eventually } from '../helpers/wait.js';

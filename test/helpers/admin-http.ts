@@ -1,9 +1,9 @@
 // Admin HTTP for tests: requests against a running bridge's HTTP_PORT, a strict parser for the
 // Prometheus text format, and a bridge started with BridgeOptions (metrics interval).
 import { startBridge, type BridgeOptions, type RunningBridge } from '../../bridge/app.js';
-import { loadConfig } from '../../bridge/config.js';
+import { loadConfig } from '../../bridge/config/config.js';
 import { createLogger } from '../../bridge/logger.js';
-import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
+import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../upstream-sim/sim.js';
 import { connectDevice, type Device } from './harness.js';
 
 export interface HttpAnswer {

@@ -1,7 +1,7 @@
 // Several bridge instances in this process on one Redis deployment prefix, each with its own
 // broker and ports, all sharing ONE upstream simulator (so the test sees every upstream call
 // of the fleet in one place, with arrival and answer times).
-import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
+import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../upstream-sim/sim.js';
 import { startHarness, type Harness } from './harness.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from './redis.js';
 

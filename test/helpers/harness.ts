@@ -3,11 +3,11 @@
 // 'external'`), and gives tests MQTT devices (3.1.1 or 5) that talk to that broker over TCP.
 import mqtt, { type IPublishPacket, type MqttClient } from 'mqtt';
 import { startBridge, type RunningBridge } from '../../bridge/app.js';
-import { loadConfig } from '../../bridge/config.js';
+import { loadConfig } from '../../bridge/config/config.js';
 import { ReplySchema, topics, type OkReply, type Priority, type Reply } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
 import type { Store } from '../../bridge/store/types.js';
-import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
+import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../upstream-sim/sim.js';
 import { startMosquitto, type Mosquitto, type MosquittoOptions } from './mosquitto.js';
 
 /** Where the devices connect: the bridge's own broker, or the plant's broker it joined. */

@@ -8,7 +8,7 @@
 //   the real clock (so a backstop TTL on a Redis key is never already in the past); no timers.
 import { afterEach, describe, expect, it } from 'vitest';
 import { PRIORITIES, type Priority, type Reply } from '../../contract/index.js';
-import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../bridge/config.js';
+import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../bridge/config/config.js';
 import type { AdmitLimits, ClaimedJob, ClaimOptions, Job, Lead, Store } from '../../bridge/store/types.js';
 import { jobKey } from '../../bridge/store/types.js';
 

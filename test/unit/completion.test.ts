@@ -1,11 +1,11 @@
-// Record, publish, complete (bridge/completion.ts): a job's reply is recorded before it is
+// Record, publish, complete (bridge/results/completion.ts): a job's reply is recorded before it is
 // published, so whoever takes the job over after a crash publishes that same reply instead of
 // asking the upstream again. A scheduler over each store, a fake upstream and a fake broker.
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Publish, Reply } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
-import { Results } from '../../bridge/results.js';
-import { Scheduler, type SchedulerConfig, type Upstream } from '../../bridge/scheduler.js';
+import { Results } from '../../bridge/results/results.js';
+import { Scheduler, type SchedulerConfig, type Upstream } from '../../bridge/scheduling/scheduler.js';
 import { MemoryStore } from '../../bridge/store/memory.js';
 import { RedisStore } from '../../bridge/store/redis.js';
 import type { ClaimedJob, Job, Store } from '../../bridge/store/types.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../bridge/config.js';
+import { loadConfig } from '../../bridge/config/config.js';
 import { ConfigError } from '../../contract/index.js';
 
 describe('loadConfig', () => {

@@ -9,7 +9,7 @@ import {
   requestKind,
   type InferRequest,
 } from '../../contract/index.js';
-import { cacheKeyOf } from '../../bridge/cache-key.js';
+import { cacheKeyOf } from '../../bridge/intake/cache-key.js';
 import { buildUpstreamBody } from '../../bridge/upstream/body.js';
 
 const messages = [{ role: 'user', content: 'Is there a scratch?' }];

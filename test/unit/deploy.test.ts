@@ -1,15 +1,15 @@
 // Deployment files (Dockerfile, docker-compose.yml, deploy/): no Docker engine runs the tests,
 // so they are parsed and checked against the code they configure — the bridge's environment
-// schema (bridge/config.ts), its metric names (bridge/metrics.ts) and the simulators' options.
+// schema (bridge/config/config.ts), its metric names (bridge/ops/metrics.ts) and the simulators' options.
 import { readFileSync } from 'node:fs';
 import { dirname, join, posix, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { loadConfig, type Config } from '../../bridge/config.js';
-import { readConfigFile } from '../../bridge/config-file.js';
+import { loadConfig, type Config } from '../../bridge/config/config.js';
+import { readConfigFile } from '../../bridge/config/config-file.js';
 import { parseFleetArgs } from '../../device-sim/fleet.js';
-import { checkUpstreamSimOptions } from '../../device-sim/upstream-sim.js';
+import { checkUpstreamSimOptions } from '../../upstream-sim/sim.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const read = (path: string): string => readFileSync(join(ROOT, path), 'utf8');
@@ -35,9 +35,9 @@ const service = (name: string): Service => {
   return s;
 };
 
-/** The variables bridge/config.ts reads: the keys of its EnvSchema object. */
+/** The variables bridge/config/config.ts reads: the keys of its EnvSchema object. */
 function configVariables(): Set<string> {
-  const source = read('bridge/config.ts');
+  const source = read('bridge/config/config.ts');
   const start = source.indexOf('const EnvSchema = z.object({');
   const end = source.indexOf('\n});', start);
   expect(start).toBeGreaterThan(-1);
@@ -46,9 +46,9 @@ function configVariables(): Set<string> {
   return new Set(names);
 }
 
-/** Metric names bridge/metrics.ts registers (full names, with the prefix). */
+/** Metric names bridge/ops/metrics.ts registers (full names, with the prefix). */
 function metricNames(): Set<string> {
-  const source = read('bridge/metrics.ts');
+  const source = read('bridge/ops/metrics.ts');
   const prefix = /const PREFIX = '([a-z_]+)';/.exec(source)?.[1];
   expect(prefix).toBe('edge_ai_bridge_');
   return new Set([...source.matchAll(/name: `\$\{PREFIX\}([a-z0-9_]+)`/g)].map((m) => `${prefix}${m[1]}`));
@@ -115,7 +115,7 @@ describe('docker-compose.yml', () => {
     expect(service('redis').image).toMatch(/^redis:7/);
   });
 
-  it('gives each bridge only variables bridge/config.ts knows, with values loadConfig accepts', () => {
+  it('gives each bridge only variables bridge/config/config.ts knows, with values loadConfig accepts', () => {
     const known = configVariables();
     const configs: Config[] = [];
     for (const name of BRIDGES) {
@@ -145,7 +145,7 @@ describe('docker-compose.yml', () => {
 
   it('runs the upstream simulator where UPSTREAM_URL points, with valid options', () => {
     const command = service('upstream-sim').command ?? [];
-    expect(command.slice(0, 2)).toEqual(['node', 'dist/device-sim/upstream-sim-cli.js']);
+    expect(command.slice(0, 2)).toEqual(['node', 'dist/upstream-sim/cli.js']);
     const flag = (name: string): string | undefined => {
       const i = command.indexOf(`--${name}`);
       return i === -1 ? undefined : command[i + 1];
@@ -228,7 +228,7 @@ describe('Grafana provisioning and dashboard', () => {
     );
   });
 
-  it('has the issue’s panels, each querying metrics bridge/metrics.ts registers', () => {
+  it('has the issue’s panels, each querying metrics bridge/ops/metrics.ts registers', () => {
     const known = metricNames();
     const exprs = panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
     expect(exprs.length).toBeGreaterThan(0);
@@ -275,6 +275,12 @@ describe('Dockerfile', () => {
     expect(user).toBeDefined();
     expect(['root', '0', '0:0']).not.toContain(user);
     expect(lines.slice(0, runtimeAt).some((l) => l === 'RUN npm run build')).toBe(true);
+  });
+
+  it('copies every folder the build compiles into the build stage', () => {
+    const { include } = JSON.parse(read('tsconfig.build.json')) as { include: string[] };
+    const copied = instruction('COPY').flatMap((l) => l.split(/\s+/).slice(1, -1)).map((src) => src.replace(/^\.\//, ''));
+    for (const folder of include) expect(copied, folder).toContain(folder);
   });
 
   it('checks /healthz, exposes the MQTT and HTTP ports and starts the bridge', () => {

@@ -2,8 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Priority } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
-import { LoadShedder, type DelaySource, type ShedReason } from '../../bridge/overload.js';
-import type { QueueEstimate } from '../../bridge/queue-wait.js';
+import { LoadShedder, type DelaySource, type ShedReason } from '../../bridge/intake/overload.js';
+import type { QueueEstimate } from '../../bridge/intake/queue-wait.js';
 import type { QueueDepth } from '../../bridge/store/types.js';
 
 interface Setup {

@@ -9,7 +9,7 @@ import { MemoryBreakerStore } from '../../bridge/upstream/breaker.js';
 import type { UpstreamCall } from '../../bridge/upstream/call.js';
 import { ProviderChain, type ProviderChainOptions } from '../../bridge/upstream/chain.js';
 import type { ProviderOptions } from '../../bridge/upstream/provider.js';
-import { simEmbedding, startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
+import { simEmbedding, startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../upstream-sim/sim.js';
 import { logSink } from '../helpers/log-sink.js';
 
 const sims: UpstreamSim[] = [];

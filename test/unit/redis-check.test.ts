@@ -2,7 +2,7 @@
 // must be noeviction) and private ones started with the policy or restrictions under test.
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { checkRedisPolicy } from '../../bridge/redis-check.js';
+import { checkRedisPolicy } from '../../bridge/store/redis-check.js';
 import { startPrivateRedis, type PrivateRedis } from '../../bench/redis-server.js';
 import { connectRedis } from '../helpers/redis.js';
 

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { simEmbedding, startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../device-sim/upstream-sim.js';
+import { simEmbedding, startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../upstream-sim/sim.js';
 
 const sims: UpstreamSim[] = [];
 

@@ -2,17 +2,17 @@
 // upstream calls run, and turns every ending (answer, failure, expiry) into one reply.
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Config } from './config.js';
-import { isEmbeddingRequest, type Reply } from '../contract/index.js';
-import { Completion, pricedUsage, STORE_RETRY_MS, type Bookkeeping } from './completion.js';
-import { BridgeError, errorReply, toBridgeError } from './errors.js';
-import { lazyChild, type LazyLog, type Logger } from './logger.js';
-import type { Results } from './results.js';
-import type { Price } from './config-file.js';
-import { answerFields, okReply } from './replies.js';
-import type { CachedAnswer, ClaimAlong, ClaimedJob, ClaimOptions, ClaimResult, ExpiredJob, FlightClaim, Job, Lead, Store } from './store/types.js';
-import { buildUpstreamBody } from './upstream/body.js';
-import type { UpstreamCall, UpstreamResult } from './upstream/client.js';
+import type { Config } from '../config/config.js';
+import { isEmbeddingRequest, type Reply } from '../../contract/index.js';
+import { Completion, pricedUsage, STORE_RETRY_MS, type Bookkeeping } from '../results/completion.js';
+import { BridgeError, errorReply, toBridgeError } from '../errors.js';
+import { lazyChild, type LazyLog, type Logger } from '../logger.js';
+import type { Results } from '../results/results.js';
+import type { Price } from '../config/config-file.js';
+import { answerFields, okReply } from '../results/replies.js';
+import type { CachedAnswer, ClaimAlong, ClaimedJob, ClaimOptions, ClaimResult, ExpiredJob, FlightClaim, Job, Lead, Store } from '../store/types.js';
+import { buildUpstreamBody } from '../upstream/body.js';
+import type { UpstreamCall, UpstreamResult } from '../upstream/client.js';
 
 export type SchedulerConfig = Pick<
   Config,
@@ -31,7 +31,7 @@ export type SchedulerConfig = Pick<
   embeddingModel: string;
 };
 
-/** What the scheduler reports for metrics (bridge/metrics.ts); every method must be cheap. */
+/** What the scheduler reports for metrics (bridge/ops/metrics.ts); every method must be cheap. */
 export interface SchedulerObserver {
   /** A job was claimed (holding its lock, if it names one) at `claimedAt`. */
   claimed(priority: Job['priority'], arrivalMs: number, locked: boolean, claimedAt: number): void;
@@ -45,7 +45,7 @@ export interface SchedulerObserver {
   usage(model: string, promptTokens: number, completionTokens: number, costUsd: number): void;
 }
 
-/** What the queue-wait overload guard learns from the claims (bridge/overload.ts). */
+/** What the queue-wait overload guard learns from the claims (bridge/intake/overload.ts). */
 export interface QueueWaitSink {
   claimed(priority: Job['priority'], waitMs: number, locked: boolean): void;
   /** A claim or a retry was held back by the upstream rate budget or a 429 pause. */

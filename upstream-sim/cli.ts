@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // upstream-sim: serves the simulator until SIGINT/SIGTERM. Exit 2 on a bad option value.
 import { parseArgs } from 'node:util';
-import { checkUpstreamSimOptions, startUpstreamSim, type UpstreamSimOptions } from './upstream-sim.js';
+import { checkUpstreamSimOptions, startUpstreamSim, type UpstreamSimOptions } from './sim.js';
 
 const USAGE = `usage: upstream-sim --port 8080 --latency-ms 50 [--jitter-ms 10] [--error-rate 0.05]
   [--rate-limit-rpm 600] [--hang-rate 0] [--revoked-keys k1,k2] [--host 127.0.0.1]`;

@@ -3,9 +3,9 @@
 //   edge-ai-bridge usage [hours]
 // Without Redis these live inside the running process and only its admin API reaches them.
 import { Redis } from 'ioredis';
-import { ConfigError } from '../contract/index.js';
-import { loadConfig, type Config } from './config.js';
-import { RedisStore } from './store/redis.js';
+import { ConfigError } from '../../contract/index.js';
+import { loadConfig, type Config } from '../config/config.js';
+import { RedisStore } from '../store/redis.js';
 
 export const OPS_USAGE = `  dlq list | replay [deviceId/id …] | purge
             the dead-letter list of the deployment on REDIS_URL (REDIS_PREFIX)

@@ -2,7 +2,7 @@
 // embeddings), model, messages or input and the passthrough parameters, with object keys
 // sorted — never the id, lock or ttl.
 import { createHash } from 'node:crypto';
-import { EMBEDDING_PASSTHROUGH_FIELDS, PASSTHROUGH_FIELDS, isEmbeddingRequest, type InferRequest } from '../contract/index.js';
+import { EMBEDDING_PASSTHROUGH_FIELDS, PASSTHROUGH_FIELDS, isEmbeddingRequest, type InferRequest } from '../../contract/index.js';
 
 /**
  * JSON with object keys sorted at every depth, so equal requests give equal text. Built by

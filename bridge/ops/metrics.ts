@@ -7,12 +7,12 @@
 // owned elsewhere (queue depth in the store, in-flight count, circuit states, connected
 // clients, broker refusals) are read at scrape time through `collect`.
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { ERROR_CODES, PRIORITIES, type Priority, type Reply } from '../contract/index.js';
-import type { OverloadObserver, ShedReason } from './overload.js';
-import type { SchedulerObserver } from './scheduler.js';
-import type { QueueDepth } from './store/types.js';
-import type { CircuitState } from './upstream/breaker.js';
-import type { UpstreamResult } from './upstream/client.js';
+import { ERROR_CODES, PRIORITIES, type Priority, type Reply } from '../../contract/index.js';
+import type { OverloadObserver, ShedReason } from '../intake/overload.js';
+import type { SchedulerObserver } from '../scheduling/scheduler.js';
+import type { QueueDepth } from '../store/types.js';
+import type { CircuitState } from '../upstream/breaker.js';
+import type { UpstreamResult } from '../upstream/client.js';
 
 const PREFIX = 'edge_ai_bridge_';
 /** A reply without a priority (unparseable request, unknown priority class). */

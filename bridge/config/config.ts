@@ -2,7 +2,7 @@
 // A bad value stops the start with one line naming the variable: ConfigError carries it.
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { ConfigError, PRIORITIES, type Priority } from '../contract/index.js';
+import { ConfigError, PRIORITIES, type Priority } from '../../contract/index.js';
 
 const int = (min: number) => z.coerce.number({ error: 'must be a number' }).int('must be an integer').min(min, `must be at least ${min}`);
 const port = z.coerce.number({ error: 'must be a number' }).int('must be an integer').min(0).max(65535, 'must be a port number (0-65535)');

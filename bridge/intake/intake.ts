@@ -1,7 +1,7 @@
 // Intake: one PUBLISH on devices/{id}/infer/{priority} becomes a queued job or an error
 // reply. It runs inside the broker's authorizePublish, so the device's PUBACK is sent only
 // after admission returned: "acknowledged" means "admitted" (DESIGN.md).
-import type { Config } from './config.js';
+import type { Config } from '../config/config.js';
 import { cacheKeyOf, type CachePolicy } from './cache-key.js';
 import {
   InferRequestSchema,
@@ -15,13 +15,13 @@ import {
   type Reply,
   type RequestProperties,
   type ReplyRoute,
-} from '../contract/index.js';
-import { BridgeError, errorReply, toBridgeError } from './errors.js';
-import type { Logger } from './logger.js';
+} from '../../contract/index.js';
+import { BridgeError, errorReply, toBridgeError } from '../errors.js';
+import type { Logger } from '../logger.js';
 import type { LoadShedder } from './overload.js';
-import type { Results, ReplyTarget } from './results.js';
-import { okReply } from './replies.js';
-import { jobKey, type AdmitResult, type ClaimAlong, type ClaimOptions, type Job, type Store } from './store/types.js';
+import type { Results, ReplyTarget } from '../results/results.js';
+import { okReply } from '../results/replies.js';
+import { jobKey, type AdmitResult, type ClaimAlong, type ClaimOptions, type Job, type Store } from '../store/types.js';
 
 export type IntakeConfig = Pick<
   Config,

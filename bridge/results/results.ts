@@ -1,6 +1,6 @@
 // Replies leave here: one QoS 1 publish on the device's own result topic and, when the
 // request named an MQTT 5 Response Topic, one more there with its Correlation Data.
-import { topics, type Publish, type PublishProperties, type Reply, type ReplyRoute } from '../contract/index.js';
+import { topics, type Publish, type PublishProperties, type Reply, type ReplyRoute } from '../../contract/index.js';
 
 /** Who gets a reply: a queued job, or a request refused before it became one. */
 export interface ReplyTarget {

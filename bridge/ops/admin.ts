@@ -9,9 +9,9 @@
 //   GET    /v1/devices                      MQTT clients connected to this instance, by device
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { listen } from '../broker/broker.js';
-import type { Logger } from './logger.js';
-import type { DeadLetter, UsageReport } from './store/types.js';
+import { listen } from '../../broker/broker.js';
+import type { Logger } from '../logger.js';
+import type { DeadLetter, UsageReport } from '../store/types.js';
 
 export interface Readiness {
   ready: boolean;

@@ -3,8 +3,15 @@ import { randomBytes } from 'node:crypto';
 import { startAdmin, type AdminServer } from './ops/admin.js';
 import type { Config } from './config/config.js';
 import { upstreamSettings } from './config/config-file.js';
-import { deviceIdOfClientId, pubackReasonOf, topics, type RequestHandler, type Status } from '../contract/index.js';
-import { BridgeError, errorReply } from './errors.js';
+import {
+  BridgeError,
+  deviceIdOfClientId,
+  pubackReasonOf,
+  type RequestHandler,
+  type Status,
+  topics,
+} from '../contract/index.js';
+import { errorReply } from './results/replies.js';
 import { readConfigFile } from './config/config-file.js';
 import { Intake } from './intake/intake.js';
 import type { Logger } from './logger.js';

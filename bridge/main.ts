@@ -1,9 +1,9 @@
 // The process: configuration, signals and exit codes around the composition root (app.ts).
 import { setFlagsFromString } from 'node:v8';
-import { ListenError } from '../broker/broker.js';
+
 import { startUpstreamSim, type UpstreamSim } from '../upstream-sim/sim.js';
 import { startBridge, type RunningBridge } from './app.js';
-import { ConfigError } from '../contract/index.js';
+import { ConfigError, ListenError } from '../contract/index.js';
 import { loadConfig, isLoopback, type Config } from './config/config.js';
 import { readConfigFile, upstreamSettings } from './config/config-file.js';
 import { createLogger } from './logger.js';

@@ -32,7 +32,7 @@ import { limitInboundQos2 } from './inbound-qos2.js';
 import { writeRefusal, type QuietClients } from './puback-refusal.js';
 import type { BrokerConfig } from './options.js';
 
-export { listen, ListenError } from './listeners.js';
+export { listen } from './listeners.js';
 export type { BrokerConfig } from './options.js';
 
 /** Counts of refused operations, for metrics. */

@@ -8,21 +8,10 @@ import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { Aedes } from 'aedes';
 import { WebSocketServer, createWebSocketStream } from 'ws';
-import { ConfigError } from '../contract/index.js';
+import { ConfigError, ListenError } from '../contract/index.js';
 import type { ListenerOptions } from './options.js';
 import type { Logger } from 'pino';
 
-
-/** A listener could not bind; names the variable that fixes it. */
-export class ListenError extends Error {
-  override readonly name = 'ListenError';
-  constructor(
-    readonly variable: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 /** Binds a server; a busy port becomes a ListenError naming the variable to change. */
 export async function listen(server: Server, host: string, port: number, variable: string, what: string): Promise<number> {

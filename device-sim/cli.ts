@@ -3,11 +3,11 @@
 // Exit codes: 0 nothing lost, 1 something lost, an idle device failed or the run failed,
 // 2 bad command line.
 import { performance } from 'node:perf_hooks';
-import { parseFleetArgs, runFleet, UsageError, type FleetArgs } from './fleet.js';
+import { parseFleetArgs, runFleet, type FleetArgs } from './fleet.js';
+import { PRIORITIES, UsageError } from '../contract/index.js';
 import { connectIdle, type IdleFleet } from './idle.js';
 import { formatTable, type FleetReport, type LatencySummary } from './stats.js';
 import { startLoad, type StepSummary } from './load.js';
-import { PRIORITIES } from '../contract/index.js';
 
 const USAGE = `usage: device-sim --url mqtt://127.0.0.1:1883 --devices 100 --rate 500 --duration 30
   --mix critical=1,high=9,normal=80,low=10 --qos 1 [--username u --password p]

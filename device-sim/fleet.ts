@@ -5,11 +5,12 @@ import { performance } from 'node:perf_hooks';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import {
   DEVICE_ID_PATTERN,
+  type InferRequest,
   PRIORITIES,
+  type Priority,
   ReplySchema,
   topics,
-  type InferRequest,
-  type Priority,
+  UsageError,
 } from '../contract/index.js';
 import {
   buildReport,
@@ -151,11 +152,6 @@ export function checkFleetOptions(opts: FleetOptions): string | null {
   }
   if (opts.password !== undefined && opts.username === undefined) return '--password: needs --username too';
   return null;
-}
-
-/** A bad command line; the message names the option. The CLI prints it and exits 2. */
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
 }
 
 export interface FleetArgs extends FleetOptions {

@@ -2,11 +2,10 @@
 // upstream-sim: serves the simulator until SIGINT/SIGTERM. Exit 2 on a bad option value.
 import { parseArgs } from 'node:util';
 import { checkUpstreamSimOptions, startUpstreamSim, type UpstreamSimOptions } from './sim.js';
+import { UsageError } from '../contract/index.js';
 
 const USAGE = `usage: upstream-sim --port 8080 --latency-ms 50 [--jitter-ms 10] [--error-rate 0.05]
   [--rate-limit-rpm 600] [--hang-rate 0] [--revoked-keys k1,k2] [--host 127.0.0.1]`;
-
-class UsageError extends Error {}
 
 // CLI flag names, so messages name what the user typed rather than the option property.
 const FLAGS = {

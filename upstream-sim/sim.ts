@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { PayloadTooLarge } from '../contract/index.js';
 
 export interface UpstreamSimOptions {
   /** 0 picks a free port. */
@@ -125,8 +126,6 @@ interface ParsedBody {
   ok: boolean;
   value: unknown;
 }
-
-class PayloadTooLarge extends Error {}
 
 function readBody(req: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {

@@ -3,9 +3,8 @@
 // with one line naming CONFIG_FILE and the offending path in the JSON.
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { ConfigError } from '../../contract/index.js';
+import { ConfigError, PRIORITIES, type Priority } from '../../contract/index.js';
 import type { Config } from './config.js';
-import { PRIORITIES, type Priority } from '../../contract/index.js';
 
 export const DEFAULT_EMBEDDING_MODEL = 'text-embedding-3-small';
 

@@ -4,19 +4,21 @@
 import type { Config } from '../config/config.js';
 import { cacheKeyOf, type CachePolicy } from './cache-key.js';
 import {
+  BridgeError,
+  type InboundRequest,
   InferRequestSchema,
   isEmbeddingRequest,
   MAX_ECHOED_USER_PROPERTIES,
   MAX_ECHOED_USER_PROPERTY_BYTES,
-  responseTopicProblem,
-  type InboundRequest,
   type OkReply,
   type Priority,
   type Reply,
-  type RequestProperties,
   type ReplyRoute,
+  type RequestProperties,
+  responseTopicProblem,
+  toBridgeError,
 } from '../../contract/index.js';
-import { BridgeError, errorReply, toBridgeError } from '../errors.js';
+import { errorReply } from '../results/replies.js';
 import type { Logger } from '../logger.js';
 import type { LoadShedder } from './overload.js';
 import type { Results, ReplyTarget } from '../results/results.js';

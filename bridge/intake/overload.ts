@@ -9,8 +9,7 @@
 // - queue wait (opt-in, queue-wait.ts): when the upstream is the bottleneck the loop stays
 //   quick while the queue absorbs the excess, and every reply comes seconds late.
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
-import type { Priority } from '../../contract/index.js';
-import { overloaded, type BridgeError } from '../errors.js';
+import { type BridgeError, overloaded, type Priority } from '../../contract/index.js';
 import type { Logger } from '../logger.js';
 import { QueueWaitGuard, type QueueEstimate } from './queue-wait.js';
 

@@ -9,8 +9,7 @@
 //   rather than of slots is left to the measured reading.
 //
 // `critical` is never refused; `high` only over twice the threshold (as the event-loop guard).
-import { PRIORITIES, type Priority } from '../../contract/index.js';
-import { overloaded, type BridgeError } from '../errors.js';
+import { type BridgeError, overloaded, PRIORITIES, type Priority } from '../../contract/index.js';
 import type { QueueDepth } from '../store/types.js';
 
 /** What the estimate reads: the queue once per window, the capacity whenever asked. */

@@ -12,6 +12,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { listen } from '../../broker/broker.js';
 import type { Logger } from '../logger.js';
 import type { DeadLetter, UsageReport } from '../store/types.js';
+import { HttpError } from '../../contract/index.js';
 
 export interface Readiness {
   ready: boolean;
@@ -49,16 +50,6 @@ export interface AdminOptions {
 /** Usage is kept about 8 days. */
 export const MAX_USAGE_HOURS = 192;
 const SEGMENT = /^[A-Za-z0-9._:-]{1,128}$/;
-
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-  }
-}
 
 const digest = (value: string): Buffer => createHash('sha256').update(value, 'utf8').digest();
 

@@ -13,9 +13,8 @@
 // therefore sends the same reply again, never another. While the store is out of reach, steps
 // 1 and 3 are retried (the job keeps its slot) until it is back or shutdown gives up on them.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Reply, Usage } from '../../contract/index.js';
+import { BridgeError, type Reply, type Usage } from '../../contract/index.js';
 import type { Price } from '../config/config-file.js';
-import { BridgeError } from '../errors.js';
 import type { LazyLog } from '../logger.js';
 import { answerFields } from './replies.js';
 import type { Results } from './results.js';

@@ -1,6 +1,6 @@
 // Ok replies, built in one place whether the answer came from the upstream, the cache or an
 // identical request in flight: each carries the request's own id and priority.
-import type { Answer, OkReply } from '../../contract/index.js';
+import type { Answer, BridgeError, ErrorReply, OkReply, Priority } from '../../contract/index.js';
 import type { CachedAnswer, Job } from '../store/types.js';
 
 /** The answer's part of an ok reply (model, content or vectors, usage), without undefined keys. */
@@ -36,4 +36,11 @@ export function okReply(job: Job, answer: CachedAnswer, facts: ReplyFacts): OkRe
       total_ms: Math.max(0, facts.now - job.arrivalMs),
     },
   };
+}
+
+/** The error reply of a request: its contract code and message, and retry_after_ms when known. */
+export function errorReply(id: string | null, err: BridgeError, priority?: Priority): ErrorReply {
+  const error: ErrorReply['error'] = { code: err.code, message: err.message };
+  if (err.retryAfterMs !== undefined) error.retry_after_ms = Math.max(0, Math.ceil(err.retryAfterMs));
+  return priority === undefined ? { id, ok: false, error } : { id, ok: false, priority, error };
 }

@@ -3,9 +3,9 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../config/config.js';
-import { isEmbeddingRequest, type Reply } from '../../contract/index.js';
+import { BridgeError, isEmbeddingRequest, LeaseLost, type Reply, toBridgeError } from '../../contract/index.js';
 import { Completion, pricedUsage, STORE_RETRY_MS, type Bookkeeping } from '../results/completion.js';
-import { BridgeError, errorReply, toBridgeError } from '../errors.js';
+import { errorReply } from '../results/replies.js';
 import { lazyChild, type LazyLog, type Logger } from '../logger.js';
 import type { Results } from '../results/results.js';
 import type { Price } from '../config/config-file.js';
@@ -89,9 +89,6 @@ function nth(leads: Lead[], index: number): Lead {
   if (!lead) throw new BridgeError('internal', 'the store answered fewer coalescing steps than it was asked');
   return lead;
 }
-
-/** The lease was lost: the job is no longer ours, so it gets no reply from us. */
-class LeaseLost extends Error {}
 
 interface Running {
   job: ClaimedJob;

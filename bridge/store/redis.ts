@@ -1,8 +1,7 @@
 // Coordination for a fleet of instances on one Redis. Each step is one Lua script (lua/),
 // so every instance sees one queue, one set of locks and one rate budget.
 import type { Redis } from 'ioredis';
-import { PRIORITIES, ReplySchema, type Priority, type Reply } from '../../contract/index.js';
-import { BridgeError } from '../errors.js';
+import { BridgeError, PRIORITIES, type Priority, type Reply, ReplySchema } from '../../contract/index.js';
 import { LuaScript, type LuaArg } from './lua-script.js';
 import { lockId, redisKeys, type RedisKeys } from './redis-keys.js';
 import { addMetric, emptyReport, hourOf, hoursBetween, type UsageDimension, type UsageMetric } from './usage-report.js';

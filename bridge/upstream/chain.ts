@@ -24,8 +24,7 @@
 // earliest half-open time: it does not wait out a cool-down (a request's ttl_ms is usually
 // shorter, and its device is better told now).
 import type { Route } from '../config/config-file.js';
-import type { Priority, RequestKind } from '../../contract/index.js';
-import { BridgeError } from '../errors.js';
+import { BridgeError, type Priority, type RequestKind } from '../../contract/index.js';
 import { lazyChild, type Logger } from '../logger.js';
 import { backoffDelayMs, type BackoffOptions } from './backoff.js';
 import { Breaker, type BreakerConfig, type BreakerStore, type CircuitState, type Permit } from './breaker.js';

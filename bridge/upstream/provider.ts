@@ -2,7 +2,7 @@
 // and its key ring. `attempt` is ONE HTTP request against it, classified into an Outcome;
 // whether and where to retry is the chain's business (chain.ts).
 import { Pool } from 'undici';
-import { BridgeError } from '../errors.js';
+import { BridgeError } from '../../contract/index.js';
 import { exchange } from './exchange.js';
 import { parseRetryAfterMs } from './backoff.js';
 import { KeyRing } from './keys.js';

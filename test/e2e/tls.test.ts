@@ -2,7 +2,8 @@
 // DNS SAN) is the device id when no username is given; TLS before 1.2 is refused.
 import { connect as tlsConnect } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ListenError, startBroker } from '../../broker/broker.js';
+import { startBroker } from '../../broker/broker.js';
+import { ListenError } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
 import { ask, startHarness, subscribeGranted, type Harness } from '../helpers/harness.js';
 import { connectTls, disconnectedWithin, makePki, tempDir, writeAuthFile, type Pki } from '../helpers/security.js';

@@ -28,7 +28,8 @@ export function sourceFiles(root: string, folders: string[]): string[] {
 }
 
 export function lineCount(path: string): number {
-  return readFileSync(path, 'utf8').split('\n').length;
+  const text = readFileSync(path, 'utf8');
+  return text.split('\n').length - (text.endsWith('\n') ? 1 : 0);
 }
 
 function nameOf(node: ts.Node, source: ts.SourceFile): string {

@@ -2,8 +2,7 @@
 // failover, circuit breaking, routing by priority, key rotation, malformed answers.
 import { createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Priority } from '../../contract/index.js';
-import { BridgeError } from '../../bridge/errors.js';
+import { BridgeError, type Priority } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
 import { MemoryBreakerStore } from '../../bridge/upstream/breaker.js';
 import type { UpstreamCall } from '../../bridge/upstream/call.js';

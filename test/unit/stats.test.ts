@@ -14,7 +14,8 @@ import {
   summarizeLatencies,
   type ReportConfig,
 } from '../../device-sim/stats.js';
-import { parseFleetArgs, UsageError } from '../../device-sim/fleet.js';
+import { parseFleetArgs } from '../../device-sim/fleet.js';
+import { UsageError } from '../../contract/index.js';
 
 const config: ReportConfig = {
   url: 'mqtt://127.0.0.1:1883',

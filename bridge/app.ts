@@ -1,32 +1,30 @@
-// The composition root: builds every part once and wires them together.
+// The composition root: opens each part once, wires them together and pushes each closer on
+// a stack (closers.ts); stop, or a start that fails half-way, runs the stack in reverse.
 import { randomBytes } from 'node:crypto';
-import { startAdmin, type AdminServer } from './ops/admin.js';
+import type { Broker } from '../broker/broker.js';
+import type { RequestHandler } from '../contract/index.js';
+import { Closers } from './closers.js';
 import type { Config } from './config/config.js';
 import { upstreamSettings } from './config/config-file.js';
-import {
-  BridgeError,
-  deviceIdOfClientId,
-  pubackReasonOf,
-  type RequestHandler,
-  type Status,
-  topics,
-} from '../contract/index.js';
-import { errorReply } from './results/replies.js';
-import { readConfigFile } from './config/config-file.js';
+import { openCoordination, type Coordination } from './coordination.js';
+import { IntakeGate } from './intake/gate.js';
 import { Intake } from './intake/intake.js';
-import type { Logger } from './logger.js';
-import { BridgeMetrics } from './ops/metrics.js';
-import { openEmbedded, type EmbeddedPort } from './mqtt/embedded.js';
-import { openExternal, type ExternalPort } from './mqtt/external.js';
-import type { MqttPort } from './mqtt/port.js';
-import type { Broker } from '../broker/broker.js';
-import { Results } from './results/results.js';
 import { LoadShedder } from './intake/overload.js';
+import type { Logger } from './logger.js';
+import { openEmbedded } from './mqtt/embedded.js';
+import { openExternal } from './mqtt/external.js';
+import type { MqttPort } from './mqtt/port.js';
+import { startAdmin } from './ops/admin.js';
+import { adminApi } from './ops/admin-api.js';
+import { BridgeMetrics } from './ops/metrics.js';
+import { readiness } from './ops/readiness.js';
+import { statusMessage, StatusTopics } from './ops/status.js';
+import { answerQueuedOnShutdown } from './recovery/shutdown-drain.js';
+import { Results } from './results/results.js';
 import { Scheduler } from './scheduling/scheduler.js';
-import { openCoordination, type Coordination } from './store/coordination.js';
 import type { Store } from './store/types.js';
+import type { ProviderChain } from './upstream/chain.js';
 import { buildProviderChain } from './upstream/from-config.js';
-import { VERSION } from './version.js';
 
 export interface RunningBridge {
   readonly instanceId: string;
@@ -49,6 +47,27 @@ export interface BridgeOptions {
 
 const DEFAULT_METRICS_INTERVAL_MS = 5000;
 
+interface Identity {
+  instanceId: string;
+  /**
+   * Leases name the process, not the instance: a restarted INSTANCE_ID must never renew or
+   * complete what its predecessor (perhaps only paused) still holds.
+   */
+  owner: string;
+  since: string;
+}
+
+/** The parts every later part is wired to. */
+interface Core {
+  config: Config & { upstreamUrl: string };
+  identity: Identity;
+  log: Logger;
+  closers: Closers;
+  coordination: Coordination;
+  upstream: ProviderChain;
+  mqtt: MqttPort & { broker?: Broker };
+}
+
 /**
  * `upstreamUrl` must be resolved by the caller (main starts the simulator when it is unset).
  * `store` replaces the one the configuration implies (tests wrap it to slow or fail steps).
@@ -60,98 +79,160 @@ export async function startBridge(
   options: BridgeOptions = {},
 ): Promise<RunningBridge> {
   const instanceId = config.instanceId ?? `bridge-${randomBytes(4).toString('hex')}`;
-  // Leases name the process, not the instance: a restarted INSTANCE_ID must never renew or
-  // complete what its predecessor (perhaps only paused) still holds.
-  const owner = `${instanceId}.${randomBytes(4).toString('hex')}`;
-  const since = new Date().toISOString();
-  const statusOf = (state: Status['state']): Buffer =>
-    Buffer.from(JSON.stringify({ state, instance: instanceId, version: VERSION, since } satisfies Status));
+  const identity = { instanceId, owner: `${instanceId}.${randomBytes(4).toString('hex')}`, since: new Date().toISOString() };
   const log = logger.child({ instance: instanceId });
-  // Read before anything starts: a bad CONFIG_FILE is a ConfigError (exit 2 in main).
-  const upstreamConfig = upstreamSettings(config, readConfigFile(config.configFile));
+  const closers = new Closers(log);
+  try {
+    const coordination = await openStore(config, log, closers, store);
+    const upstream = buildProviderChain(config, upstreamSettings(config, config.file), coordination.redis, log.child({ module: 'upstream' }));
+    closers.push('upstream', () => upstream.close());
+    const gate = new IntakeGate();
+    const mqtt = await openMqtt(config, identity, gate.handler, log, coordination);
+    closers.push('mqtt', () => mqtt.close());
+    return await startPipeline({ config, identity, log, closers, coordination, upstream, mqtt }, gate, options);
+  } catch (err) {
+    await closers.closeAll().catch(() => undefined);
+    throw err;
+  }
+}
+
+async function openStore(config: Config, log: Logger, closers: Closers, store: Store | undefined): Promise<Coordination> {
   const coordination: Coordination = store
     ? { kind: 'memory', store, plugins: undefined, healthy: () => true, instances: () => 1, close: async () => {} }
     : await openCoordination(config, log);
-  // The provider chain (primary, fallback, CONFIG_FILE providers) with a circuit breaker per
-  // provider, shared through Redis when the bridge coordinates through one.
-  const upstream = buildProviderChain(config, upstreamConfig, coordination.redis, log.child({ module: 'upstream' }));
-
-  // The broker and the results sink need each other: intake runs inside the broker's hooks
-  // and replies through the broker, so the handler is bound once both exist.
-  let intake: Intake | undefined;
-  let mqtt: EmbeddedPort | ExternalPort;
-  let metrics: BridgeMetrics | undefined;
-  // Requests may arrive before intake exists (the plant's broker delivers what waited in the
-  // bridge's session as soon as it connects): they wait for it rather than being acknowledged.
-  // (A start that fails before intake exists leaves them unacknowledged: the broker keeps them.)
-  let intakeOpened: (intake: Intake) => void = () => {};
-  const intakeReady = new Promise<Intake>((resolve) => (intakeOpened = resolve));
-  const onRequest: RequestHandler = async (request) => {
-    const result = await (intake ?? (await intakeReady)).handle(request);
-    if (result.outcome === 'cached') metrics?.cacheHit();
-    if (result.outcome === 'rejected') return { reasonCode: pubackReasonOf(result.error.code), reasonString: result.error.message };
-  };
-  try {
-    const { brokerUrl } = config;
-    if (brokerUrl !== undefined && config.instanceId === undefined) {
-      log.warn(
-        'INSTANCE_ID is not set: this start joins the broker under a new client id, so what the previous one left unacknowledged in its session waits there until BROKER_SESSION_EXPIRY_S; set a stable INSTANCE_ID',
-      );
-    }
-    mqtt =
-      brokerUrl === undefined
-        ? await openEmbedded(config, onRequest, log, coordination.plugins)
-        : await openExternal(
-            { ...config, brokerUrl },
-            instanceId,
-            { topic: topics.status(instanceId), online: statusOf('online'), offline: statusOf('offline') },
-            onRequest,
-            log,
-          );
-  } catch (err) {
-    await coordination.plugins?.close(); // the broker owns the plugins only once it started
+  closers.push('store', async () => {
+    await coordination.store.close();
     await coordination.close();
-    throw err;
+  });
+  return coordination;
+}
+
+/** The embedded broker, or the plant's broker joined as a client (BROKER_URL). */
+async function openMqtt(
+  config: Config,
+  { instanceId, since }: Identity,
+  onRequest: RequestHandler,
+  log: Logger,
+  coordination: Coordination,
+): Promise<MqttPort & { broker?: Broker }> {
+  const { brokerUrl } = config;
+  if (brokerUrl === undefined) {
+    try {
+      return await openEmbedded(config, onRequest, log, coordination.plugins);
+    } catch (err) {
+      await coordination.plugins?.close(); // the broker owns the plugins only once it started
+      throw err;
+    }
   }
-  let schedulerRef: Scheduler | undefined;
-  metrics = new BridgeMetrics({
-    queueDepth: () => coordination.store.queueDepth(),
-    inFlight: () => schedulerRef?.inFlight ?? 0,
+  if (config.instanceId === undefined) {
+    log.warn(
+      'INSTANCE_ID is not set: this start joins the broker under a new client id, so what the previous one left unacknowledged in its session waits there until BROKER_SESSION_EXPIRY_S; set a stable INSTANCE_ID',
+    );
+  }
+  const status = { online: statusMessage('online', instanceId, since), offline: statusMessage('offline', instanceId, since) };
+  return openExternal({ ...config, brokerUrl }, instanceId, { topic: `bridge/${instanceId}/status`, ...status }, onRequest, log);
+}
+
+/** Metrics, results, overload guard, scheduler, admin HTTP, status topics, then intake last. */
+async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOptions): Promise<RunningBridge> {
+  const { config, identity, log, closers, coordination, upstream, mqtt } = core;
+  const { store } = coordination;
+  let stopping = false;
+  const metrics = new BridgeMetrics({
+    queueDepth: () => store.queueDepth(),
+    inFlight: (): number => scheduler.inFlight,
     providers: () => upstream.health(),
     connectedClients: () => mqtt.clientIds().length,
     refusals: () => mqtt.refusals(),
   });
   const results = new Results(mqtt.publish, metrics);
-  const { routing, cache, prices, embeddingModel } = readConfigFile(config.configFile);
-  const shedder = new LoadShedder({
-    overloadDelayMs: config.overloadDelayMs,
-    maxPendingAdmissions: config.maxPendingAdmissions,
-    overloadQueueWaitMs: config.overloadQueueWaitMs,
-    ...(config.overloadQueueWaitMs > 0
-      ? {
-          queueEstimate: {
-            depth: () => coordination.store.queueDepth(),
-            capacityPerS: (): number | undefined => scheduler.capacityPerS(coordination.instances()),
-          },
-        }
-      : {}),
-    logger: log.child({ module: 'overload' }),
-    observer: metrics,
-  });
-  const scheduler = new Scheduler(
+  const shedder = buildShedder(core, metrics, () => scheduler);
+  const { prices, embeddingModel } = config.file;
+  const scheduler: Scheduler = new Scheduler(
     { ...config, prices, embeddingModel },
-    coordination.store,
+    store,
     upstream,
     results,
     log.child({ module: 'scheduler' }),
-    owner,
+    identity.owner,
     Date.now,
     metrics,
     shedder,
   );
-  schedulerRef = scheduler;
+  const admin = await startAdmin({
+    host: config.httpHost,
+    port: config.httpPort,
+    adminToken: config.adminToken,
+    logger: log.child({ module: 'admin' }),
+    metrics,
+    readiness: (httpPort) =>
+      readiness({ instanceId: identity.instanceId, stopping: () => stopping, store: coordination, providers: () => upstream.health(), mqtt }, httpPort),
+    api: adminApi({ store, priorityOffsetsMs: config.priorityOffsetsMs, wake: () => scheduler.wake(), clientIds: () => mqtt.clientIds() }),
+  });
+  closers.push('admin', () => admin.close());
+  const status = new StatusTopics({
+    ...identity,
+    publish: mqtt.publish,
+    snapshot: () => metrics.snapshot(identity.instanceId),
+    intervalMs: options.metricsIntervalMs ?? DEFAULT_METRICS_INTERVAL_MS,
+    logger: log,
+  });
+  await status.online();
+  closers.push('status', () => status.offline());
   shedder.start();
-  intake = new Intake({
+  closers.push('overload guard', () => shedder.stop());
+  scheduler.start();
+  closers.push('scheduler', async () => {
+    await scheduler.stop(config.shutdownGraceMs);
+    await answerQueuedOnShutdown(store, results, log);
+  });
+  const intake = openIntake(core, results, shedder, scheduler);
+  gate.open(intake, metrics);
+  closers.push('intake', async () => {
+    await mqtt.quiesce();
+    intake.stop();
+  });
+  closers.push('metrics snapshots', () => status.stopSnapshots());
+  const { mqtt: mqttPort, mqttTls: mqttTlsPort, mqttWs: mqttWsPort } = mqtt.ports;
+  log.info({ broker: mqtt.mode, mqttPort, mqttTlsPort, mqttWsPort, httpPort: admin.port, store: coordination.kind }, 'bridge ready');
+
+  return {
+    instanceId: identity.instanceId,
+    mqttPort: mqtt.ports.mqtt ?? 0,
+    httpPort: admin.port,
+    store,
+    mqtt,
+    broker: mqtt.broker,
+    metrics,
+    async shutdown() {
+      if (stopping) return;
+      stopping = true;
+      log.info({ graceMs: config.shutdownGraceMs, inFlight: scheduler.inFlight }, 'shutting down');
+      await closers.closeAll();
+      log.info('stopped');
+    },
+  };
+}
+
+/** Load shedding at admission: event-loop delay, pending admissions and, when set, queue wait. */
+function buildShedder({ config, coordination, log }: Core, metrics: BridgeMetrics, scheduler: () => Scheduler): LoadShedder {
+  const queueEstimate = {
+    depth: () => coordination.store.queueDepth(),
+    capacityPerS: (): number | undefined => scheduler().capacityPerS(coordination.instances()),
+  };
+  return new LoadShedder({
+    overloadDelayMs: config.overloadDelayMs,
+    maxPendingAdmissions: config.maxPendingAdmissions,
+    overloadQueueWaitMs: config.overloadQueueWaitMs,
+    ...(config.overloadQueueWaitMs > 0 ? { queueEstimate } : {}),
+    logger: log.child({ module: 'overload' }),
+    observer: metrics,
+  });
+}
+
+function openIntake({ config, coordination, log }: Core, results: Results, shedder: LoadShedder, scheduler: Scheduler): Intake {
+  const { routing, cache, embeddingModel } = config.file;
+  return new Intake({
     config,
     store: coordination.store,
     results,
@@ -166,123 +247,4 @@ export async function startBridge(
     routeOf: (priority) => JSON.stringify(routing[priority] ?? null),
     dispatch: scheduler,
   });
-  intakeOpened(intake);
-
-  let stopping = false;
-  let admin: AdminServer;
-  try {
-    admin = await startAdmin({
-      host: config.httpHost,
-      port: config.httpPort,
-      adminToken: config.adminToken,
-      logger: log.child({ module: 'admin' }),
-      metrics,
-      readiness: (httpPort) => {
-        const storeReachable = coordination.healthy();
-        const providers = upstream.health().map(({ name, circuit, available }) => ({ name, circuit, available }));
-        // An open circuit whose cool-down is over counts: otherwise an idle instance that no
-        // traffic reaches would never send the probe that closes it.
-        const providerAvailable = providers.some((p) => p.available);
-        const brokerConnected = mqtt.connected();
-        return {
-          ready: !stopping && storeReachable && providerAvailable && brokerConnected,
-          listening: !stopping,
-          store: coordination.kind,
-          storeReachable,
-          broker: mqtt.mode,
-          brokerConnected,
-          providers,
-          ports: { ...mqtt.ports, http: httpPort },
-          instance: instanceId,
-          version: VERSION,
-        };
-      },
-      api: {
-        deadLetters: () => coordination.store.deadLetters(),
-        replay: async (keys) => {
-          const count = await coordination.store.replayDeadLetters(keys, config.priorityOffsetsMs, Date.now());
-          if (count > 0) scheduler.wake();
-          return count;
-        },
-        purge: () => coordination.store.purgeDeadLetters(),
-        usage: (hours) => {
-          const now = Date.now();
-          return coordination.store.usage(now - hours * 3_600_000, now);
-        },
-        devices: () => {
-          const byDevice = new Map<string | null, string[]>();
-          for (const id of mqtt.clientIds()) {
-            const deviceId = deviceIdOfClientId(id);
-            const list = byDevice.get(deviceId);
-            if (list) list.push(id);
-            else byDevice.set(deviceId, [id]);
-          }
-          return [...byDevice].map(([deviceId, clientIds]) => ({ deviceId, clientIds: clientIds.sort() }));
-        },
-      },
-    });
-  } catch (err) {
-    shedder.stop();
-    await mqtt.close();
-    await coordination.close();
-    throw err;
-  }
-
-  const publishStatus = (state: Status['state']): Promise<void> =>
-    mqtt.publish(topics.status(instanceId), statusOf(state), { qos: 1, retain: true });
-  await publishStatus('online');
-  scheduler.start();
-
-  // bridge/{instanceId}/metrics: a JSON snapshot every interval, not retained.
-  const metricsTopic = topics.metrics(instanceId);
-  let snapshotting = false;
-  const metricsTimer = setInterval(() => {
-    if (snapshotting || stopping) return; // a slow store: skip a beat rather than pile up
-    snapshotting = true;
-    metrics
-      .snapshot(instanceId)
-      .then((snapshot) => mqtt.publish(metricsTopic, Buffer.from(JSON.stringify(snapshot)), { qos: 0, retain: false }))
-      .catch((err: unknown) => log.warn({ err }, 'could not publish the metrics snapshot'))
-      .finally(() => {
-        snapshotting = false;
-      });
-  }, options.metricsIntervalMs ?? DEFAULT_METRICS_INTERVAL_MS);
-  metricsTimer.unref();
-  const { mqtt: mqttPort, mqttTls: mqttTlsPort, mqttWs: mqttWsPort } = mqtt.ports;
-  log.info({ broker: mqtt.mode, mqttPort, mqttTlsPort, mqttWsPort, httpPort: admin.port, store: coordination.kind }, 'bridge ready');
-
-  return {
-    instanceId,
-    mqttPort: mqtt.ports.mqtt ?? 0,
-    httpPort: admin.port,
-    store: coordination.store,
-    mqtt,
-    broker: mqtt.mode === 'embedded' ? mqtt.broker : undefined,
-    metrics,
-    async shutdown() {
-      if (stopping) return;
-      stopping = true;
-      clearInterval(metricsTimer);
-      log.info({ graceMs: config.shutdownGraceMs, inFlight: scheduler.inFlight }, 'shutting down');
-      await mqtt.quiesce();
-      intake?.stop();
-      shedder.stop();
-      await scheduler.stop(config.shutdownGraceMs);
-      const { store } = coordination;
-      if (!store.durable) {
-        // Queued work cannot outlive this process: answer it rather than lose it silently.
-        const unfinished = await store.drain();
-        const error = new BridgeError('unavailable', 'bridge is shutting down');
-        for (const job of unfinished) await results.send(job, errorReply(job.id, error, job.priority));
-        if (unfinished.length > 0) log.warn({ count: unfinished.length }, 'queued requests answered unavailable');
-      }
-      await publishStatus('offline');
-      await admin.close();
-      await mqtt.close();
-      await upstream.close();
-      await store.close();
-      await coordination.close();
-      log.info('stopped');
-    },
-  };
 }

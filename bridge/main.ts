@@ -1,36 +1,31 @@
 // The process: configuration, signals and exit codes around the composition root (app.ts).
 import { setFlagsFromString } from 'node:v8';
-
+import { ConfigError, ListenError } from '../contract/index.js';
 import { startUpstreamSim, type UpstreamSim } from '../upstream-sim/sim.js';
 import { startBridge, type RunningBridge } from './app.js';
-import { ConfigError, ListenError } from '../contract/index.js';
 import { loadConfig, isLoopback, type Config } from './config/config.js';
-import { readConfigFile, upstreamSettings } from './config/config-file.js';
 import { createLogger } from './logger.js';
 
-function fail(message: string): never {
-  process.stderr.write(`edge-ai-bridge: ${message}\n`);
+/** Exit 2 with one line per problem, each naming what to fix. */
+function fail(err: ConfigError | ListenError): never {
+  const lines = err instanceof ConfigError ? err.problems.map((p) => `${p.variable}: ${p.problem}`) : [err.message];
+  for (const line of lines) process.stderr.write(`edge-ai-bridge: ${line}\n`);
   process.exit(2);
 }
 
 async function main(): Promise<void> {
   let config: Config;
   try {
+    // The environment and CONFIG_FILE, read once; a problem stops the start before anything runs.
     config = loadConfig();
-    // A bad CONFIG_FILE (unreadable, invalid, naming unknown providers) stops the start before
-    // anything runs; startBridge reads it again for real, with the resolved UPSTREAM_URL.
-    upstreamSettings({ ...config, upstreamUrl: config.upstreamUrl ?? 'http://127.0.0.1/v1' }, readConfigFile(config.configFile));
   } catch (err) {
-    if (err instanceof ConfigError) fail(err.message);
+    if (err instanceof ConfigError) fail(err);
     throw err;
   }
-  // V8 lets the old generation grow to several times what was live at its last full
-  // collection before it collects again. A connection burst promotes each handshake's
-  // short-lived objects (they outlive two young collections while the handshake waits), so
-  // 20 000 connecting devices left ~140 MB of dead objects held for half a minute. A fixed
-  // factor collects sooner: RSS at the burst's peak 396 → 311–343 MB, and under load 270 →
-  // 180 MB, for ~3 % more CPU (README, Performance). Read by V8 at every collection, so it
-  // takes effect when set here.
+  // A connection burst promotes each handshake's short-lived objects to V8's old generation,
+  // which then grows to several times what is live before it is collected again; a fixed,
+  // smaller growing factor collects those sooner for a little more CPU (docs/performance.md).
+  // V8 reads the flag at every collection, so it takes effect when set here.
   if (config.heapGrowingPercent > 0) setFlagsFromString(`--heap-growing-percent=${config.heapGrowingPercent}`);
   const logger = createLogger(config.logLevel);
   if (!isLoopback(config.mqttHost) && config.allowAnonymous) {
@@ -52,7 +47,7 @@ async function main(): Promise<void> {
   try {
     bridge = await startBridge({ ...config, upstreamUrl }, logger);
   } catch (err) {
-    if (err instanceof ListenError || err instanceof ConfigError) fail(err.message);
+    if (err instanceof ListenError || err instanceof ConfigError) fail(err);
     throw err;
   }
 

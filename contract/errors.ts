@@ -44,14 +44,31 @@ export function overloaded(cause: string, retryAfterMs: number): BridgeError {
   return new BridgeError('queue_full', `bridge overloaded (${cause}): retry later`, Math.min(10_000, Math.max(1000, Math.round(retryAfterMs))));
 }
 
-/** A bad configuration variable: the process exits 2 with `VARIABLE: problem`. */
+/** One bad configuration variable, or a bad part of CONFIG_FILE. */
+export interface ConfigProblem {
+  variable: string;
+  problem: string;
+}
+
+/** Bad configuration: the process exits 2 with one `VARIABLE: problem` line per problem. */
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
+  readonly problems: ConfigProblem[];
   constructor(
     readonly variable: string,
     problem: string,
   ) {
     super(`${variable}: ${problem}`);
+    this.problems = [{ variable, problem }];
+  }
+
+  /** Every problem at once; `variable` names the first. */
+  static of(problems: ConfigProblem[]): ConfigError {
+    const [first, ...rest] = problems;
+    const error = new ConfigError(first?.variable ?? 'environment', first?.problem ?? 'invalid');
+    error.problems.push(...rest);
+    error.message = problems.map((p) => `${p.variable}: ${p.problem}`).join('\n');
+    return error;
   }
 }
 

@@ -1,9 +1,9 @@
 // CONFIG_FILE: what the environment cannot say well — more providers, the chain order, a
 // model map, routing by priority, prices. Validated with zod; a bad file stops the start
-// with one line naming CONFIG_FILE and the offending path in the JSON.
+// with a line naming CONFIG_FILE and the offending path in the JSON for each problem.
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { ConfigError, PRIORITIES, type Priority } from '../../contract/index.js';
+import { ConfigError, PRIORITIES, type ConfigProblem, type Priority } from '../../contract/index.js';
 import type { Config } from './config.js';
 
 export const DEFAULT_EMBEDDING_MODEL = 'text-embedding-3-small';
@@ -98,21 +98,37 @@ export interface UpstreamSettings {
   defaultModel: string;
 }
 
-export function readConfigFile(path: string | undefined): ConfigFile {
-  if (path === undefined) return ConfigFileSchema.parse({});
+/** CONFIG_FILE parsed, with every problem it has; its defaults when no file is named. */
+export function parseConfigFile(path: string | undefined): { file?: ConfigFile; problems: ConfigProblem[] } {
+  if (path === undefined) return { file: ConfigFileSchema.parse({}), problems: [] };
   let raw: unknown;
   try {
     raw = JSON.parse(readFileSync(path, 'utf8'));
   } catch (err) {
-    throw new ConfigError('CONFIG_FILE', `${path} is not readable JSON: ${err instanceof Error ? err.message : String(err)}`);
+    return { problems: [{ variable: 'CONFIG_FILE', problem: `${path} is not readable JSON: ${err instanceof Error ? err.message : String(err)}` }] };
   }
   const parsed = ConfigFileSchema.safeParse(raw);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const where = issue?.path.length ? issue.path.map(String).join('.') : '(top level)';
-    throw new ConfigError('CONFIG_FILE', `${path}: ${where}: ${issue?.message ?? 'invalid'}`);
+  if (parsed.success) return { file: parsed.data, problems: [] };
+  return {
+    problems: parsed.error.issues.map((issue) => {
+      const where = issue.path.length ? issue.path.map(String).join('.') : '(top level)';
+      return { variable: 'CONFIG_FILE', problem: `${path}: ${where}: ${issue.message}` };
+    }),
+  };
+}
+
+/** Stands in for an unset UPSTREAM_URL (the simulator's, known only once it runs) while checking. */
+const UNRESOLVED_UPSTREAM_URL = 'http://127.0.0.1/v1';
+
+/** The file's references (provider names, key variables), checked before anything starts. */
+export function checkConfigFile(config: Config, env: NodeJS.ProcessEnv): ConfigProblem[] {
+  try {
+    upstreamSettings({ ...config, upstreamUrl: config.upstreamUrl ?? UNRESOLVED_UPSTREAM_URL }, config.file, env);
+    return [];
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
   }
-  return parsed.data;
 }
 
 /**

@@ -45,6 +45,15 @@ describe('service process', () => {
     });
   }
 
+  it('exits 2 with one line for each bad variable, all at once', async () => {
+    const { code, stderr } = await runToExit({ MQTT_PORT: '0', RATE_LIMIT_RPM: '-5', LOG_LEVEL: 'loud' });
+    expect(code).toBe(2);
+    expect(stderr.trim().split('\n')).toEqual([
+      'edge-ai-bridge: RATE_LIMIT_RPM: must be at least 1 (got "-5")',
+      'edge-ai-bridge: LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent (got "loud")',
+    ]);
+  });
+
   it('refuses a non-loopback listener without AUTH_FILE or ALLOW_ANONYMOUS=true, naming both', async () => {
     const { code, stderr } = await runToExit({ MQTT_PORT: '0', MQTT_HOST: '0.0.0.0' });
     expect(code).toBe(2);

@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../bridge/config/config.js';
 import { ConfigError } from '../../contract/index.js';
@@ -78,5 +81,38 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ MQTT_HOST: '0.0.0.0' })).toThrow(/AUTH_FILE.*ALLOW_ANONYMOUS=true/);
     expect(loadConfig({ MQTT_HOST: '0.0.0.0', ALLOW_ANONYMOUS: 'true' }).allowAnonymous).toBe(true);
     expect(loadConfig({ MQTT_HOST: '::1' }).allowAnonymous).toBe(true);
+  });
+
+  it('reports every bad variable at once, one line each, and skips a rule over a variable already reported', () => {
+    let error: unknown;
+    try {
+      loadConfig({ QUEUE_MAX: '0', HTTP_PORT: 'x', FALLBACK_MODEL: 'm', MQTT_TLS_PORT: '70000', TLS_CERT_FILE: '/nonexistent' });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const { problems, message } = error as ConfigError;
+    expect(problems.map((p) => p.variable)).toEqual(['MQTT_TLS_PORT', 'TLS_CERT_FILE', 'HTTP_PORT', 'QUEUE_MAX', 'FALLBACK_URL']);
+    expect(message.split('\n')).toEqual(problems.map((p) => `${p.variable}: ${p.problem}`));
+    expect(message).toContain('FALLBACK_URL: must be set when FALLBACK_API_KEYS or FALLBACK_MODEL is');
+    expect(message).not.toContain('needs TLS_CERT_FILE');
+  });
+
+  it('reads CONFIG_FILE once, into the configuration, and reports each of its problems', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'config-'));
+    const good = join(dir, 'good.json');
+    writeFileSync(good, JSON.stringify({ embeddingModel: 'e5', routing: { low: { model: 'small' } } }));
+    const config = loadConfig({ CONFIG_FILE: good });
+    expect(config.file.embeddingModel).toBe('e5');
+    expect(config.file.routing.low).toEqual({ model: 'small' });
+    expect(Object.isFrozen(config)).toBe(true);
+    const bad = join(dir, 'bad.json');
+    writeFileSync(bad, JSON.stringify({ embeddingModel: '', prices: { m: { inputPerMillion: -1, outputPerMillion: 1 } } }));
+    expect(() => loadConfig({ CONFIG_FILE: bad, QUEUE_MAX: '0' })).toThrow(
+      new RegExp(`^QUEUE_MAX: .*\nCONFIG_FILE: ${bad}: prices\\.m\\.inputPerMillion: .*\nCONFIG_FILE: ${bad}: embeddingModel: `),
+    );
+    const unknownProvider = join(dir, 'unknown.json');
+    writeFileSync(unknownProvider, JSON.stringify({ routing: { low: { provider: 'nope' } } }));
+    expect(() => loadConfig({ CONFIG_FILE: unknownProvider })).toThrow(/^CONFIG_FILE: routing\.low\.provider: unknown provider "nope"/);
   });
 });

@@ -1,12 +1,18 @@
-// The folders' import rules, read from the source: contract/ imports no other folder of
-// ours, broker/ nothing of bridge/ or device-sim/, and no two folders import each other.
+// The folders' import rules, read from the source. Top level: contract/ imports no other
+// folder of ours, broker/ nothing but contract/, and no two folders import each other. Inside
+// bridge/, the stages follow a request (mqtt → intake → scheduling → coalescing → upstream →
+// results) and never import an earlier stage; store/, config/, recovery/ and ops/ sit beside.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const FOLDERS = ['contract', 'broker', 'bridge', 'device-sim', 'bench'];
+const FOLDERS = ['contract', 'broker', 'bridge', 'device-sim', 'upstream-sim', 'bench'];
+const STAGES = ['mqtt', 'intake', 'scheduling', 'coalescing', 'upstream', 'results'];
+const BESIDE = ['store', 'config', 'recovery', 'ops'];
+/** bridge/ root files a subfolder may import; the rest (main, app, coordination…) only wire. */
+const SHARED_ROOT_FILES = ['logger.ts', 'version.ts'];
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -16,34 +22,72 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
-/** Folder → the other folders of ours its files import. */
-function folderImports(): Map<string, Set<string>> {
-  const edges = new Map<string, Set<string>>();
-  for (const folder of FOLDERS) {
-    const targets = new Set<string>();
-    for (const file of sourceFiles(join(ROOT, folder))) {
-      for (const match of readFileSync(file, 'utf8').matchAll(/from '(\.[^']+)'/g)) {
-        const target = relative(ROOT, resolve(dirname(file), match[1] as string)).split('/')[0] as string;
-        if (target !== folder && FOLDERS.includes(target)) targets.add(target);
-      }
-    }
-    edges.set(folder, targets);
+/** [importing file, imported file], both relative to `base`, for every relative import under `dir`. */
+function imports(dir: string, base: string): Array<[string, string]> {
+  return sourceFiles(dir).flatMap((file) =>
+    [...readFileSync(file, 'utf8').matchAll(/from '(\.[^']+)'/g)].map(
+      (m) => [relative(base, file), relative(base, resolve(dirname(file), (m[1] as string).replace(/\.js$/, '.ts')))] as [string, string],
+    ),
+  );
+}
+
+/** Folder → the other folders its files import (the first path segment under `base`). */
+function folderEdges(dir: string, base: string, folders: string[]): Map<string, Set<string>> {
+  const edges = new Map<string, Set<string>>(folders.map((f) => [f, new Set<string>()]));
+  for (const [from, to] of imports(dir, base)) {
+    const source = from.split('/')[0] as string;
+    const target = to.split('/')[0] as string;
+    if (source !== target && folders.includes(source) && folders.includes(target)) edges.get(source)?.add(target);
   }
   return edges;
 }
 
-describe('folder layering', () => {
-  const edges = folderImports();
+function circles(edges: Map<string, Set<string>>): string[] {
+  const reaches = (from: string, to: string, seen = new Set<string>()): boolean =>
+    [...(edges.get(from) ?? [])].some((next) => next === to || (!seen.has(next) && (seen.add(next), reaches(next, to, seen))));
+  return [...edges.keys()].filter((folder) => reaches(folder, folder));
+}
 
-  it('keeps contract/ free of every other folder, and broker/ free of bridge/ and device-sim/', () => {
+describe('folder layering', () => {
+  const edges = folderEdges(ROOT, ROOT, FOLDERS);
+
+  it('keeps contract/ free of every other folder, and broker/ free of bridge/ and the simulators', () => {
     expect([...(edges.get('contract') ?? [])]).toEqual([]);
     expect([...(edges.get('broker') ?? [])].sort()).toEqual(['contract']);
   });
 
   it('has no two folders importing each other, directly or around a circle', () => {
-    const reaches = (from: string, to: string, seen = new Set<string>()): boolean =>
-      [...(edges.get(from) ?? [])].some((next) => next === to || (!seen.has(next) && (seen.add(next), reaches(next, to, seen))));
-    const circles = FOLDERS.filter((folder) => reaches(folder, folder));
-    expect(circles).toEqual([]);
+    expect(circles(edges)).toEqual([]);
+  });
+});
+
+describe('bridge/ layering', () => {
+  const bridge = join(ROOT, 'bridge');
+  const subfolders = readdirSync(bridge).filter((name) => statSync(join(bridge, name)).isDirectory());
+  const edges = folderEdges(bridge, bridge, subfolders);
+  const importsOf = (folder: string): string[] => [...(edges.get(folder) ?? [])].sort();
+
+  it('has every subfolder placed as a stage or beside the stages', () => {
+    expect(subfolders.filter((f) => !STAGES.includes(f) && !BESIDE.includes(f))).toEqual([]);
+  });
+
+  it('never imports an earlier stage of the request', () => {
+    const backwards = STAGES.flatMap((stage, i) => importsOf(stage).filter((t) => STAGES.indexOf(t) >= 0 && STAGES.indexOf(t) < i).map((t) => `${stage} → ${t}`));
+    expect(backwards).toEqual([]);
+  });
+
+  it('keeps store/ and config/ free of the stages, and every stage free of ops/', () => {
+    expect(importsOf('config')).toEqual([]);
+    expect(importsOf('store').filter((t) => t !== 'config')).toEqual([]);
+    expect(STAGES.filter((stage) => importsOf(stage).includes('ops'))).toEqual([]);
+  });
+
+  it('has no subfolders importing each other around a circle', () => {
+    expect(circles(edges)).toEqual([]);
+  });
+
+  it('lets subfolders import from bridge/ itself only the shared logger and version', () => {
+    const wiring = imports(bridge, bridge).filter(([from, to]) => from.includes('/') && !to.includes('/') && !to.startsWith('..') && !SHARED_ROOT_FILES.includes(to));
+    expect(wiring).toEqual([]);
   });
 });

@@ -1,16 +1,16 @@
 // Chooses the coordination the configuration asks for: in-process (no REDIS_URL) or one
 // Redis shared by every instance, for the bridge's store and the broker's plugins alike.
 import { Redis } from 'ioredis';
-import { createClusterPlugins, type ClusterPlugins } from '../../broker/cluster.js';
-import { Presence } from '../../broker/presence.js';
-import { ConfigError } from '../../contract/index.js';
-import type { Config } from '../config/config.js';
-import type { Logger } from '../logger.js';
-import { checkRedisPolicy } from './redis-check.js';
-import { MemoryStore } from './memory.js';
-import { RedisStore } from './redis.js';
-import { redisKeys } from './redis-keys.js';
-import type { Store } from './types.js';
+import { createClusterPlugins, type ClusterPlugins } from '../broker/cluster.js';
+import { Presence } from '../broker/presence.js';
+import { ConfigError } from '../contract/index.js';
+import type { Config } from './config/config.js';
+import type { Logger } from './logger.js';
+import { checkRedisPolicy } from './store/redis-check.js';
+import { MemoryStore } from './store/memory.js';
+import { RedisStore } from './store/redis.js';
+import { redisKeys } from './store/redis-keys.js';
+import type { Store } from './store/types.js';
 
 export interface Coordination {
   kind: 'memory' | 'redis';

@@ -1,0 +1,45 @@
+// The operator API (/v1/ of the admin HTTP) over the store and the broker port.
+import { deviceIdOfClientId, type Priority } from '../../contract/index.js';
+import type { Store } from '../store/types.js';
+import type { AdminApi } from './admin.js';
+
+const HOUR_MS = 3_600_000;
+
+export interface AdminApiSources {
+  store: Store;
+  /** Where a replayed dead letter goes in the queue (PRIORITY_OFFSETS_MS). */
+  priorityOffsetsMs: Record<Priority, number>;
+  /** Tells the scheduler replayed work is waiting. */
+  wake(): void;
+  /** MQTT clients connected to this instance. */
+  clientIds(): string[];
+}
+
+export function adminApi({ store, priorityOffsetsMs, wake, clientIds }: AdminApiSources): AdminApi {
+  return {
+    deadLetters: () => store.deadLetters(),
+    replay: async (keys) => {
+      const count = await store.replayDeadLetters(keys, priorityOffsetsMs, Date.now());
+      if (count > 0) wake();
+      return count;
+    },
+    purge: () => store.purgeDeadLetters(),
+    usage: (hours) => {
+      const now = Date.now();
+      return store.usage(now - hours * HOUR_MS, now);
+    },
+    devices: () => devicesOf(clientIds()),
+  };
+}
+
+/** Client ids grouped by the device they belong to (null: not a device's client id). */
+export function devicesOf(clientIds: string[]): Array<{ deviceId: string | null; clientIds: string[] }> {
+  const byDevice = new Map<string | null, string[]>();
+  for (const id of clientIds) {
+    const deviceId = deviceIdOfClientId(id);
+    const list = byDevice.get(deviceId);
+    if (list) list.push(id);
+    else byDevice.set(deviceId, [id]);
+  }
+  return [...byDevice].map(([deviceId, ids]) => ({ deviceId, clientIds: ids.sort() }));
+}

@@ -1,8 +1,9 @@
+// The memory store: the Store contract, and what only it does.
 import { describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../bridge/store/memory.js';
 import { describeStoreContract } from './store-contract.js';
 
-describeStoreContract('memory', async () => new MemoryStore());
+describeStoreContract('memory', { durable: false, open: async () => new MemoryStore() });
 
 describe('memory store', () => {
   it('is not durable', () => {

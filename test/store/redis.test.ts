@@ -1,3 +1,4 @@
+// The Redis store: the Store contract, and what only it does (one hash tag, many connections).
 import { afterAll, describe, expect, it } from 'vitest';
 import { RedisStore } from '../../bridge/store/redis.js';
 import type { Store } from '../../bridge/store/types.js';
@@ -11,19 +12,19 @@ afterAll(async () => {
   redis.disconnect();
 });
 
-describeStoreContract(
-  'redis',
-  async () => {
+describeStoreContract('redis', {
+  durable: true,
+  open: async () => {
     const prefix = uniquePrefix('store');
     const store = new RedisStore(redis, { prefix });
     prefixes.set(store, prefix);
     return store;
   },
-  async (store) => {
+  cleanup: async (store) => {
     await deletePrefix(redis, prefixes.get(store) ?? 'none');
     prefixes.delete(store);
   },
-);
+});
 
 describe('redis store', () => {
   it('is durable', () => {

@@ -1,0 +1,248 @@
+// Store contract, admission: idempotency by (deviceId, id), the device quota, queueMax, and
+// an admission that claims along in the same step.
+import { describe, expect, it } from 'vitest';
+import type { AdmitLimits, ClaimedJob, Job } from '../../../bridge/store/types.js';
+import { admitAll, baseTime, claimOpts, type ContractContext, DONE, ids, LEASE, leadOneOf, LIMITS, makeJob, makeReply, MINUTE, sameJob } from './fixtures.js';
+
+export function admissionContract({ open }: ContractContext): void {
+  describe('admission and idempotency', () => {
+    it('admits a new job as queued', async () => {
+      const store = await open();
+      const t = baseTime();
+      const job = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'normal', arrivalMs: t });
+      expect(await store.admit(job, LIMITS, t)).toEqual({ kind: 'queued' });
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 1, low: 0 });
+      expect(await store.storedReply(job.key, t)).toBeUndefined();
+    });
+
+    it('answers a repeat of a queued or claimed (deviceId, id) with duplicate_pending, whatever its payload', async () => {
+      const store = await open();
+      const t = baseTime();
+      const job = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'normal', arrivalMs: t });
+      const other = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'critical', arrivalMs: t + 5, content: 'something else' });
+      await admitAll(store, [job]);
+      expect(await store.admit(job, LIMITS, t + 1)).toEqual({ kind: 'duplicate_pending' });
+      expect(await store.admit(other, LIMITS, t + 5)).toEqual({ kind: 'duplicate_pending' });
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 1, low: 0 });
+
+      const { jobs } = await store.claim(claimOpts(), t + 10);
+      expect(ids(jobs)).toEqual(['r-1']);
+      expect(await store.admit(other, LIMITS, t + 20)).toEqual({ kind: 'duplicate_pending' });
+      expect((await store.claim(claimOpts(), t + 30)).jobs).toEqual([]);
+    });
+
+    it('answers a repeat of a completed job with duplicate_done and exactly the stored reply', async () => {
+      const store = await open();
+      const t = baseTime();
+      const job = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'high', arrivalMs: t });
+      await admitAll(store, [job]);
+      const [claimed] = (await store.claim(claimOpts(), t + 1)).jobs;
+      expect(claimed?.key).toBe(job.key);
+      const reply = makeReply(job);
+      await store.complete(claimed as ClaimedJob, reply, DONE, t + 100);
+
+      const repeat = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'low', arrivalMs: t + 200, content: 'other payload' });
+      expect(await store.admit(repeat, LIMITS, t + 200)).toEqual({ kind: 'duplicate_done', reply });
+      expect(await store.admit(job, LIMITS, t + 300)).toEqual({ kind: 'duplicate_done', reply });
+      expect(await store.storedReply(job.key, t + 300)).toEqual(reply);
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+    });
+
+    it('admits the key again once the idempotency ttl has passed', async () => {
+      const store = await open();
+      const t = baseTime();
+      const job = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'normal', arrivalMs: t });
+      await admitAll(store, [job]);
+      const [claimed] = (await store.claim(claimOpts(), t)).jobs;
+      const reply = makeReply(job);
+      await store.complete(claimed as ClaimedJob, reply, { ttlS: 1, deadLetter: false }, t + 10);
+
+      expect(await store.admit(job, LIMITS, t + 10 + 999)).toEqual({ kind: 'duplicate_done', reply });
+      expect(await store.storedReply(job.key, t + 10 + 999)).toEqual(reply);
+      expect(await store.storedReply(job.key, t + 10 + 1001)).toBeUndefined();
+      const again = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'normal', arrivalMs: t + 10 + 1001 });
+      expect(await store.admit(again, LIMITS, t + 10 + 1001)).toEqual({ kind: 'queued' });
+      expect(await store.admit(again, LIMITS, t + 10 + 1002)).toEqual({ kind: 'duplicate_pending' });
+    });
+
+    it('keeps the same id on different devices independent', async () => {
+      const store = await open();
+      const t = baseTime();
+      const a = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'normal', arrivalMs: t });
+      const b = makeJob({ deviceId: 'cam-2', id: 'r-1', priority: 'normal', arrivalMs: t + 1 });
+      await admitAll(store, [a, b]);
+      const { jobs } = await store.claim(claimOpts({ max: 1 }), t + 2);
+      expect(jobs.map((j) => j.key)).toEqual([a.key]);
+      await store.complete(jobs[0] as ClaimedJob, makeReply(a), DONE, t + 3);
+
+      expect(await store.admit(a, LIMITS, t + 4)).toEqual({ kind: 'duplicate_done', reply: makeReply(a) });
+      expect(await store.admit(b, LIMITS, t + 4)).toEqual({ kind: 'duplicate_pending' });
+      expect(await store.storedReply(b.key, t + 4)).toBeUndefined();
+      const c = makeJob({ deviceId: 'cam-3', id: 'r-1', priority: 'normal', arrivalMs: t + 5 });
+      expect(await store.admit(c, LIMITS, t + 5)).toEqual({ kind: 'queued' });
+    });
+  });
+}
+
+export function deviceQuotaContract({ open }: ContractContext): void {
+  describe('device quota', () => {
+    const quota: AdmitLimits = { deviceRpm: 3, queueMax: 1000 };
+
+    it('admits deviceRpm jobs in 60 s, then answers rate_limited with the exact wait for the oldest to leave', async () => {
+      const store = await open();
+      const t = baseTime();
+      for (let i = 0; i < 3; i += 1) {
+        const job = makeJob({ deviceId: 'cam-1', id: `r-${i}`, priority: 'normal', arrivalMs: t + i * 1000 });
+        expect(await store.admit(job, quota, job.arrivalMs)).toEqual({ kind: 'queued' });
+      }
+      const over = makeJob({ deviceId: 'cam-1', id: 'r-3', priority: 'normal', arrivalMs: t + 10_000 });
+      expect(await store.admit(over, quota, t + 10_000)).toEqual({ kind: 'rate_limited', retryAfterMs: 50_000 });
+      expect(await store.admit(over, quota, t + 59_999)).toEqual({ kind: 'rate_limited', retryAfterMs: 1 });
+    });
+
+    it('leaves other devices unaffected by one device being over its quota', async () => {
+      const store = await open();
+      const t = baseTime();
+      for (let i = 0; i < 3; i += 1) {
+        await store.admit(makeJob({ deviceId: 'cam-1', id: `r-${i}`, priority: 'normal', arrivalMs: t }), quota, t);
+      }
+      const over = makeJob({ deviceId: 'cam-1', id: 'r-9', priority: 'normal', arrivalMs: t + 1 });
+      expect((await store.admit(over, quota, t + 1)).kind).toBe('rate_limited');
+      for (let i = 0; i < 3; i += 1) {
+        const job = makeJob({ deviceId: 'cam-2', id: `r-${i}`, priority: 'normal', arrivalMs: t + 2 });
+        expect(await store.admit(job, quota, t + 2)).toEqual({ kind: 'queued' });
+      }
+    });
+
+    it('rolls the window: an admission at t leaves it at t + 60000, and rejected attempts use no quota', async () => {
+      const store = await open();
+      const t = baseTime();
+      for (let i = 0; i < 3; i += 1) {
+        const job = makeJob({ deviceId: 'cam-1', id: `r-${i}`, priority: 'normal', arrivalMs: t + i * 1000 });
+        await store.admit(job, quota, job.arrivalMs);
+      }
+      const next = (id: string, at: number): Job => makeJob({ deviceId: 'cam-1', id, priority: 'normal', arrivalMs: at });
+      expect((await store.admit(next('r-3', t + 59_999), quota, t + 59_999)).kind).toBe('rate_limited');
+      expect(await store.admit(next('r-3', t + 60_000), quota, t + 60_000)).toEqual({ kind: 'queued' });
+      // Full again (t+1000, t+2000, t+60000): the next slot is t+1000's, at t+61000.
+      expect(await store.admit(next('r-4', t + 60_001), quota, t + 60_001)).toEqual({ kind: 'rate_limited', retryAfterMs: 999 });
+      expect(await store.admit(next('r-4', t + 61_000), quota, t + 61_000)).toEqual({ kind: 'queued' });
+    });
+
+    it('creates no idempotency record and uses no quota for a rate_limited or queue_full admission', async () => {
+      const store = await open();
+      const t = baseTime();
+      const limits: AdmitLimits = { deviceRpm: 1, queueMax: 1 };
+      const a1 = makeJob({ deviceId: 'cam-1', id: 'a-1', priority: 'normal', arrivalMs: t });
+      const a2 = makeJob({ deviceId: 'cam-1', id: 'a-2', priority: 'normal', arrivalMs: t + 1 });
+      const b1 = makeJob({ deviceId: 'cam-2', id: 'b-1', priority: 'normal', arrivalMs: t + 2 });
+      expect(await store.admit(a1, limits, t)).toEqual({ kind: 'queued' });
+      expect((await store.admit(a2, limits, t + 1)).kind).toBe('rate_limited');
+      expect(await store.admit(b1, limits, t + 2)).toEqual({ kind: 'queue_full' });
+      expect(await store.storedReply(a2.key, t + 3)).toBeUndefined();
+      expect(await store.storedReply(b1.key, t + 3)).toBeUndefined();
+
+      // Room in the queue again: cam-2's quota was not used by its queue_full attempt.
+      expect(ids((await store.claim(claimOpts(), t + 3)).jobs)).toEqual(['a-1']);
+      expect(await store.admit(b1, limits, t + 4)).toEqual({ kind: 'queued' });
+      expect(ids((await store.claim(claimOpts(), t + 5)).jobs)).toEqual(['b-1']);
+      // cam-1's quota frees at t + 60000: the rate-limited key is new, not a duplicate.
+      expect(await store.admit(a2, limits, t + MINUTE)).toEqual({ kind: 'queued' });
+    });
+  });
+}
+
+export function queueMaxContract({ open }: ContractContext): void {
+  describe('queueMax', () => {
+    it('counts queued and parked jobs, not claimed ones, and answers queue_full over it', async () => {
+      const store = await open();
+      const t = baseTime();
+      const a = makeJob({ deviceId: 'cam-1', id: 'a', priority: 'normal', arrivalMs: t, lock: 'x' });
+      const b = makeJob({ deviceId: 'cam-1', id: 'b', priority: 'normal', arrivalMs: t + 1, lock: 'x' });
+      await admitAll(store, [a, b]);
+      expect(ids((await store.claim(claimOpts(), t + 2)).jobs)).toEqual(['a']); // b is parked behind a
+      const limits: AdmitLimits = { deviceRpm: 1000, queueMax: 2 };
+      const c = makeJob({ deviceId: 'cam-2', id: 'c', priority: 'normal', arrivalMs: t + 3 });
+      const d = makeJob({ deviceId: 'cam-2', id: 'd', priority: 'normal', arrivalMs: t + 4 });
+      expect(await store.admit(c, limits, t + 3)).toEqual({ kind: 'queued' });
+      expect(await store.admit(d, limits, t + 4)).toEqual({ kind: 'queue_full' });
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 2, low: 0 });
+    });
+
+    it('admits again once a claim frees room', async () => {
+      const store = await open();
+      const t = baseTime();
+      const limits: AdmitLimits = { deviceRpm: 1000, queueMax: 2 };
+      const jobs = ['a', 'b', 'c'].map((id, i) => makeJob({ deviceId: 'cam-1', id, priority: 'normal', arrivalMs: t + i }));
+      expect(await store.admit(jobs[0] as Job, limits, t)).toEqual({ kind: 'queued' });
+      expect(await store.admit(jobs[1] as Job, limits, t + 1)).toEqual({ kind: 'queued' });
+      expect(await store.admit(jobs[2] as Job, limits, t + 2)).toEqual({ kind: 'queue_full' });
+      expect(ids((await store.claim(claimOpts({ max: 1 }), t + 3)).jobs)).toEqual(['a']);
+      expect(await store.admit(jobs[2] as Job, limits, t + 4)).toEqual({ kind: 'queued' });
+      expect(await store.admit(makeJob({ deviceId: 'cam-1', id: 'd', priority: 'normal', arrivalMs: t + 5 }), limits, t + 5)).toEqual({
+        kind: 'queue_full',
+      });
+    });
+  });
+}
+
+export function claimAlongContract({ open }: ContractContext): void {
+  describe('admission with a claim along', () => {
+    it('claims right after enqueueing: the admitted job when it is the best, leased as claim() would', async () => {
+      const store = await open();
+      const t = baseTime();
+      const job = makeJob({ deviceId: 'd1', id: 'a', priority: 'normal', arrivalMs: t });
+      const result = await store.admit(job, LIMITS, t, claimOpts({ owner: 'me', max: 4 }));
+      if (result.kind !== 'queued' || !result.along) throw new Error(`expected queued with a claim, got ${JSON.stringify(result)}`);
+      expect(ids(result.along.claim.jobs)).toEqual(['a']);
+      const held = result.along.claim.jobs[0] as ClaimedJob;
+      sameJob(held, job);
+      expect(held.owner).toBe('me');
+      expect(result.along.lead).toBeUndefined(); // no cache key: it never shares its call
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+      expect(await store.renew('me', ['d1/a'], LEASE, t + 1)).toEqual([true]);
+      expect(await store.claim(claimOpts(), t + 2)).toEqual({ jobs: [], expired: [], retryAtMs: undefined });
+      // Without a claim, admission stays as it was.
+      expect(await store.admit(makeJob({ deviceId: 'd1', id: 'b', priority: 'normal', arrivalMs: t }), LIMITS, t + 3)).toEqual({ kind: 'queued' });
+    });
+
+    it('takes the best jobs, not necessarily the admitted one', async () => {
+      const store = await open();
+      const t = baseTime();
+      const critical = makeJob({ deviceId: 'd1', id: 'c', priority: 'critical', arrivalMs: t });
+      await admitAll(store, [critical], t);
+      const low = { ...makeJob({ deviceId: 'd3', id: 'l', priority: 'low', arrivalMs: t + 10 }), cacheKey: 'k-low' };
+      const result = await store.admit(low, LIMITS, t + 10, claimOpts({ owner: 'me', max: 1 }));
+      if (result.kind !== 'queued' || !result.along) throw new Error('expected queued with a claim');
+      expect(ids(result.along.claim.jobs)).toEqual(['c']);
+      expect(result.along.lead).toBeUndefined(); // the admitted job was not claimed
+      expect(ids((await store.claim(claimOpts({ max: 5 }), t + 11)).jobs)).toEqual(['l']);
+    });
+
+    it("gives the admitted job its first coalescing step when the claim took it", async () => {
+      const store = await open();
+      const t = baseTime();
+      const first = { ...makeJob({ deviceId: 'd1', id: 'x', priority: 'normal', arrivalMs: t }), cacheKey: 'same' };
+      const r1 = await store.admit(first, LIMITS, t, claimOpts({ owner: 'me' }));
+      expect(r1.kind === 'queued' && r1.along?.lead).toEqual({ leader: 'd1/x' });
+      const second = { ...makeJob({ deviceId: 'd2', id: 'y', priority: 'normal', arrivalMs: t + 1 }), cacheKey: 'same' };
+      const r2 = await store.admit(second, LIMITS, t + 1, claimOpts({ owner: 'me' }));
+      expect(r2.kind === 'queued' && r2.along?.lead).toEqual({ leader: 'd1/x' }); // it follows the first
+      expect(await leadOneOf(store, 'same', 'd3/z', t + 2)).toEqual({ leader: 'd1/x' });
+    });
+
+    it('claims nothing past the upstream rate budget and says when to retry; refusals claim nothing', async () => {
+      const store = await open();
+      const t = baseTime();
+      await admitAll(store, [makeJob({ deviceId: 'd1', id: 'first', priority: 'normal', arrivalMs: t })], t);
+      expect(ids((await store.claim(claimOpts({ rpm: 1 }), t + 1)).jobs)).toEqual(['first']);
+      const job = makeJob({ deviceId: 'd2', id: 'second', priority: 'normal', arrivalMs: t + 2 });
+      const result = await store.admit(job, LIMITS, t + 2, claimOpts({ rpm: 1 }));
+      if (result.kind !== 'queued' || !result.along) throw new Error('expected queued with a claim');
+      expect(result.along.claim.jobs).toEqual([]);
+      expect(result.along.claim.retryAtMs).toBe(t + 1 + 60_000);
+      expect(await store.admit(job, LIMITS, t + 3, claimOpts())).toEqual({ kind: 'duplicate_pending' });
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 1, low: 0 });
+    });
+  });
+}

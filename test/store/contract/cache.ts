@@ -1,0 +1,158 @@
+// Store contract, cache and coalescing: cached answers, one leader per cache key, the
+// completion that books cache, flight and usage at once, and usage per hour.
+import { describe, expect, it } from 'vitest';
+import type { Priority } from '../../../contract/index.js';
+import type { ClaimedJob, Lead, Store } from '../../../bridge/store/types.js';
+import { baseTime, claimOpts, type ContractContext, DONE, makeJob, makeReply } from './fixtures.js';
+
+export function cacheContract({ open }: ContractContext): void {
+  describe('cache, coalescing and usage', () => {
+    const answer = { model: 'gpt-4o-mini', content: 'No scratch found.', finish_reason: 'stop', usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } };
+    const leadOne = async (store: Store, cacheKey: string, key: string, leaseMs: number, now: number): Promise<Lead | undefined> =>
+      (await store.lead([{ cacheKey, jobKey: key }], leaseMs, now))[0];
+
+    it('admit answers `cached` for a fresh cached answer, after the idempotency and quota checks, recording nothing', async () => {
+      const store = await open();
+      const t = baseTime();
+      const limits = { deviceRpm: 2, queueMax: 0 }; // a full queue does not stop a cache hit
+      await store.cacheSet('hc', answer, 1000, t);
+      const job = { ...makeJob({ deviceId: 'd1', id: 'c1', priority: 'normal', arrivalMs: t }), cacheKey: 'hc' };
+      expect(await store.admit(job, limits, t + 1)).toEqual({ kind: 'cached', answer });
+      expect(await store.admit(job, limits, t + 2)).toEqual({ kind: 'cached', answer }); // nothing was recorded or counted
+      expect(await store.admitAnswered(job, makeReply(job), limits, 3600, t + 3)).toEqual({ kind: 'answered' });
+      expect(await store.admit(job, limits, t + 4)).toEqual({ kind: 'duplicate_done', reply: makeReply(job) });
+      const second = { ...makeJob({ deviceId: 'd1', id: 'c2', priority: 'normal', arrivalMs: t }), cacheKey: 'hc' };
+      expect(await store.admitAnswered(second, makeReply(second), limits, 3600, t + 5)).toEqual({ kind: 'answered' });
+      const third = { ...makeJob({ deviceId: 'd1', id: 'c3', priority: 'normal', arrivalMs: t }), cacheKey: 'hc' };
+      expect(await store.admit(third, limits, t + 6)).toMatchObject({ kind: 'rate_limited' });
+      // A stale entry, or none, is a miss: the job is queued as usual.
+      const other = { ...makeJob({ deviceId: 'd2', id: 'c4', priority: 'normal', arrivalMs: t }), cacheKey: 'hc' };
+      expect(await store.admit(other, { deviceRpm: 2, queueMax: 10 }, t + 1000)).toEqual({ kind: 'queued' });
+      const uncached = { ...makeJob({ deviceId: 'd2', id: 'c5', priority: 'normal', arrivalMs: t }), cacheKey: 'nothing-here' };
+      expect(await store.admit(uncached, { deviceRpm: 2, queueMax: 10 }, t + 1)).toEqual({ kind: 'queued' });
+    });
+
+    it('takes the coalescing steps of many jobs in one call, in order', async () => {
+      const store = await open();
+      const t = baseTime();
+      await store.cacheSet('m-done', answer, 1000, t);
+      expect(await leadOne(store, 'm-busy', 'd0/held', 5000, t)).toEqual({ leader: 'd0/held' });
+      const leads = await store.lead(
+        [
+          { cacheKey: 'm-new', jobKey: 'd1/a' },
+          { cacheKey: 'm-new', jobKey: 'd2/b' }, // identical to the first: it follows
+          { cacheKey: 'm-done', jobKey: 'd3/c' },
+          { cacheKey: 'm-busy', jobKey: 'd4/d' },
+        ],
+        5000,
+        t + 1,
+      );
+      expect(leads).toEqual([{ leader: 'd1/a' }, { leader: 'd1/a' }, { answer }, { leader: 'd0/held' }]);
+      expect(await store.lead([], 5000, t + 2)).toEqual([]);
+    });
+
+    it('keeps a cached answer for its ttl, then forgets it', async () => {
+      const store = await open();
+      const t = baseTime();
+      expect(await store.cacheGet('h1', t)).toBeUndefined();
+      await store.cacheSet('h1', answer, 1000, t);
+      expect(await store.cacheGet('h1', t + 999)).toEqual(answer);
+      expect(await store.cacheGet('h2', t + 1)).toBeUndefined();
+      expect(await store.cacheGet('h1', t + 1000)).toBeUndefined();
+    });
+
+    it('records a cache-answered request for idempotency and quota, without queueing it', async () => {
+      const store = await open();
+      const t = baseTime();
+      const job = makeJob({ deviceId: 'd1', id: 'c1', priority: 'high', arrivalMs: t });
+      const reply = makeReply(job, 'from the cache');
+      const limits = { deviceRpm: 2, queueMax: 10 };
+      expect(await store.admitAnswered(job, reply, limits, 3600, t)).toEqual({ kind: 'answered' });
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+      expect(await store.admit(job, limits, t + 1)).toEqual({ kind: 'duplicate_done', reply });
+      expect(await store.admitAnswered(job, reply, limits, 3600, t + 2)).toEqual({ kind: 'duplicate_done', reply });
+      const other = makeJob({ deviceId: 'd1', id: 'c2', priority: 'high', arrivalMs: t });
+      expect(await store.admit(other, limits, t + 3)).toEqual({ kind: 'queued' });
+      const third = makeJob({ deviceId: 'd1', id: 'c3', priority: 'high', arrivalMs: t });
+      expect(await store.admitAnswered(third, makeReply(third), limits, 3600, t + 4)).toMatchObject({ kind: 'rate_limited' });
+      const pending = makeJob({ deviceId: 'd1', id: 'c2', priority: 'high', arrivalMs: t });
+      expect(await store.admitAnswered(pending, makeReply(pending), limits, 3600, t + 5)).toEqual({ kind: 'duplicate_pending' });
+    });
+
+    it('lets one job lead a cache key until it unleads or its lease runs out', async () => {
+      const store = await open();
+      const t = baseTime();
+      expect(await leadOne(store, 'h', 'd1/a', 5000, t)).toEqual({ leader: 'd1/a' });
+      expect(await leadOne(store, 'h', 'd2/b', 5000, t + 1)).toEqual({ leader: 'd1/a' });
+      expect(await leadOne(store, 'h', 'd1/a', 5000, t + 2)).toEqual({ leader: 'd1/a' }); // the leader again: renewed
+      expect(await leadOne(store, 'other', 'd2/b', 5000, t + 2)).toEqual({ leader: 'd2/b' });
+      await store.unlead('h', 'd2/b'); // not the leader: no effect
+      expect(await leadOne(store, 'h', 'd2/b', 5000, t + 3)).toEqual({ leader: 'd1/a' });
+      await store.unlead('h', 'd1/a');
+      expect(await leadOne(store, 'h', 'd2/b', 5000, t + 4)).toEqual({ leader: 'd2/b' });
+      expect(await leadOne(store, 'h', 'd3/c', 5000, t + 4 + 5000)).toEqual({ leader: 'd3/c' }); // d2/b's lease ran out
+      // Once the answer is cached, whoever asks gets it instead of a leader.
+      await store.cacheSet('h', answer, 1000, t + 9000);
+      expect(await leadOne(store, 'h', 'd4/d', 5000, t + 9001)).toEqual({ answer });
+      expect(await leadOne(store, 'h', 'd4/d', 5000, t + 10_005)).toEqual({ leader: 'd4/d' }); // answer and d3/c's lease gone
+    });
+
+    it('records the cache entry, ends the flight and adds usage with the completion, in one step', async () => {
+      const store = await open();
+      const t = Math.floor(Date.now() / 3_600_000) * 3_600_000 + 1000;
+      const limits = { deviceRpm: 10, queueMax: 10 };
+      const job = makeJob({ deviceId: 'd1', id: 'lead', priority: 'normal', arrivalMs: t });
+      expect(await store.admit(job, limits, t)).toEqual({ kind: 'queued' });
+      const { jobs } = await store.claim(claimOpts({ owner: 'me' }), t + 1);
+      const held = jobs[0] as ClaimedJob;
+      expect(await leadOne(store, 'hk', held.key, 5000, t + 2)).toEqual({ leader: held.key });
+      expect(await leadOne(store, 'hk', 'd2/follower', 5000, t + 3)).toEqual({ leader: held.key });
+      const usage = { deviceId: 'd1', model: 'big', priority: 'normal' as Priority, promptTokens: 7, completionTokens: 3, costUsd: 0.25 };
+
+      await store.complete(held, makeReply(held), { ...DONE, cache: { key: 'hk', answer, ttlMs: 1000 }, unlead: 'hk', usage }, t + 4);
+
+      expect(await store.storedReply(held.key, t + 5)).toEqual(makeReply(held));
+      expect(await leadOne(store, 'hk', 'd2/follower', 5000, t + 5)).toEqual({ answer });
+      expect(await store.cacheGet('hk', t + 1003)).toEqual(answer);
+      expect(await store.cacheGet('hk', t + 1004)).toBeUndefined();
+      // The flight ended too: with the answer gone, the follower leads.
+      expect(await leadOne(store, 'hk', 'd2/follower', 5000, t + 1005)).toEqual({ leader: 'd2/follower' });
+      expect((await store.usage(t, t + 10)).byDevice.d1).toEqual({ requests: 1, promptTokens: 7, completionTokens: 3, costUsd: 0.25 });
+    });
+
+    it('ends only its own flight when completing, and books nothing it was not asked to', async () => {
+      const store = await open();
+      const t = baseTime();
+      const limits = { deviceRpm: 10, queueMax: 10 };
+      const job = makeJob({ deviceId: 'd1', id: 'late', priority: 'normal', arrivalMs: t });
+      await store.admit(job, limits, t);
+      const held = (await store.claim(claimOpts({ owner: 'me' }), t + 1)).jobs[0] as ClaimedJob;
+      expect(await leadOne(store, 'hk2', 'd9/other', 5000, t + 2)).toEqual({ leader: 'd9/other' });
+
+      await store.complete(held, makeReply(held), { ...DONE, unlead: 'hk2' }, t + 3);
+
+      expect(await leadOne(store, 'hk2', 'd3/x', 5000, t + 4)).toEqual({ leader: 'd9/other' });
+      expect(await store.cacheGet('hk2', t + 4)).toBeUndefined();
+      expect((await store.usage(t - 3_600_000, t + 10)).total.requests).toBe(0);
+    });
+
+    it('adds usage up by device, model and priority, per hour', async () => {
+      const store = await open();
+      const t = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+      const rec = (deviceId: string, model: string, priority: Priority, p: number, c: number, usd: number) => ({
+        deviceId, model, priority, promptTokens: p, completionTokens: c, costUsd: usd,
+      });
+      await store.recordUsage(rec('cam-1', 'big', 'critical', 100, 20, 0.5), t + 10);
+      await store.recordUsage(rec('cam-1', 'small', 'low', 10, 2, 0.25), t + 20);
+      await store.recordUsage(rec('cam-2', 'small', 'low', 1, 1, 0), t + 3_600_000 + 5);
+      const both = await store.usage(t, t + 3_600_000 + 10);
+      expect(both.total).toEqual({ requests: 3, promptTokens: 111, completionTokens: 23, costUsd: 0.75 });
+      expect(both.byDevice['cam-1']).toEqual({ requests: 2, promptTokens: 110, completionTokens: 22, costUsd: 0.75 });
+      expect(both.byModel.small).toEqual({ requests: 2, promptTokens: 11, completionTokens: 3, costUsd: 0.25 });
+      expect(both.byPriority.critical).toEqual({ requests: 1, promptTokens: 100, completionTokens: 20, costUsd: 0.5 });
+      const first = await store.usage(t, t + 3_599_999);
+      expect(first.total.requests).toBe(2);
+      expect(first.byDevice['cam-2']).toBeUndefined();
+    });
+  });
+}

@@ -1,0 +1,241 @@
+// Store contract, the queue: claim order by score (aging), expiry of queued jobs, drain and
+// queue depth, and concurrent claimers each getting distinct jobs.
+import { describe, expect, it } from 'vitest';
+import { PRIORITIES, type Priority } from '../../../contract/index.js';
+import type { ClaimedJob, Job } from '../../../bridge/store/types.js';
+import { admitAll, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, LIMITS, makeJob, sameJob } from './fixtures.js';
+
+export function claimOrderContract({ open }: ContractContext): void {
+  describe('claim order', () => {
+    it('claims the smallest score first', async () => {
+      const store = await open();
+      const t = baseTime();
+      await admitAll(
+        store,
+        [
+          makeJob({ deviceId: 'd1', id: 'n', priority: 'normal', arrivalMs: t }), // t+5000
+          makeJob({ deviceId: 'd2', id: 'h', priority: 'high', arrivalMs: t + 1 }), // t+2001
+          makeJob({ deviceId: 'd3', id: 'l', priority: 'low', arrivalMs: t + 2 }), // t+15002
+          makeJob({ deviceId: 'd4', id: 'c', priority: 'critical', arrivalMs: t + 3 }), // t+3
+        ],
+        t + 3,
+      );
+      const order: string[] = [];
+      for (let i = 0; i < 4; i += 1) order.push(...ids((await store.claim(claimOpts({ max: 1 }), t + 10 + i)).jobs));
+      expect(order).toEqual(['c', 'h', 'n', 'l']);
+    });
+
+    it('claims equal scores in admission order', async () => {
+      const store = await open();
+      const t = baseTime();
+      // Neither key order nor id order matches admission order.
+      const jobs = [
+        makeJob({ deviceId: 'm', id: 'z', priority: 'normal', arrivalMs: t }),
+        makeJob({ deviceId: 'z', id: 'a', priority: 'normal', arrivalMs: t }),
+        makeJob({ deviceId: 'a', id: 'm', priority: 'normal', arrivalMs: t }),
+        makeJob({ deviceId: 'b', id: 'b', priority: 'high', arrivalMs: t + 3000 }), // same score t+5000
+      ];
+      await admitAll(store, jobs, t);
+      const first = await store.claim(claimOpts({ max: 2 }), t + 1);
+      const rest = await store.claim(claimOpts({ max: 10 }), t + 2);
+      expect([...ids(first.jobs), ...ids(rest.jobs)]).toEqual(['z', 'a', 'm', 'b']);
+    });
+
+    it('ages a low job ahead of a critical one that arrived more than 15 s later, not of one that arrived earlier', async () => {
+      const store = await open();
+      const t = baseTime();
+      const low = makeJob({ deviceId: 'd-low', id: 'low', priority: 'low', arrivalMs: t }); // t+15000
+      const critEarlier = makeJob({ deviceId: 'd-c1', id: 'crit-earlier', priority: 'critical', arrivalMs: t - 1 });
+      const critWithin = makeJob({ deviceId: 'd-c2', id: 'crit-14999', priority: 'critical', arrivalMs: t + 14_999 });
+      const critLater = makeJob({ deviceId: 'd-c3', id: 'crit-15001', priority: 'critical', arrivalMs: t + 15_001 });
+      const highLater = makeJob({ deviceId: 'd-h', id: 'high-13001', priority: 'high', arrivalMs: t + 13_001 }); // t+15001
+      // All admitted at once, latest first, so only the score can explain the order.
+      for (const job of [critLater, highLater, critWithin, low, critEarlier]) {
+        expect(await store.admit(job, LIMITS, t + 15_001)).toEqual({ kind: 'queued' });
+      }
+      const order: string[] = [];
+      for (let i = 0; i < 5; i += 1) order.push(...ids((await store.claim(claimOpts({ max: 1 }), t + 20_000 + i)).jobs));
+      expect(order).toEqual(['crit-earlier', 'crit-14999', 'low', 'crit-15001', 'high-13001']);
+    });
+
+    it('honours the score it is given (offsets are the caller\'s)', async () => {
+      const store = await open();
+      const t = baseTime();
+      const low = makeJob({ deviceId: 'd1', id: 'low', priority: 'low', arrivalMs: t, offsetMs: 100 });
+      const crit = makeJob({ deviceId: 'd2', id: 'crit', priority: 'critical', arrivalMs: t + 101, offsetMs: 0 });
+      await admitAll(store, [crit, low], t + 101);
+      expect(ids((await store.claim(claimOpts(), t + 200)).jobs)).toEqual(['low', 'crit']);
+    });
+
+    it('returns at most max jobs per claim, and many at once when they are ready', async () => {
+      const store = await open();
+      const t = baseTime();
+      const jobs = Array.from({ length: 7 }, (_, i) => makeJob({ deviceId: `d${i}`, id: `r${i}`, priority: 'normal', arrivalMs: t + i }));
+      await admitAll(store, jobs);
+      const first = await store.claim(claimOpts({ max: 2 }), t + 10);
+      expect(ids(first.jobs)).toEqual(['r0', 'r1']);
+      const second = await store.claim(claimOpts({ max: 100 }), t + 11);
+      expect(ids(second.jobs)).toEqual(['r2', 'r3', 'r4', 'r5', 'r6']);
+      const third = await store.claim(claimOpts({ max: 100 }), t + 12);
+      expect(third).toEqual({ jobs: [], expired: [], retryAtMs: undefined });
+    });
+
+    it('hands out the job as admitted, leased to the claiming owner', async () => {
+      const store = await open();
+      const t = baseTime();
+      const job = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'high', arrivalMs: t, deadlineMs: t + 9000, tokenEstimate: 77 });
+      const locked = makeJob({ deviceId: 'cam-1', id: 'r-2', priority: 'high', arrivalMs: t + 1, lock: 'line-3/arm' });
+      await admitAll(store, [job, locked]);
+      const { jobs } = await store.claim(claimOpts({ owner: 'instance-a:1' }), t + 2);
+      expect(jobs).toHaveLength(2);
+      sameJob(jobs[0] as Job, job);
+      sameJob(jobs[1] as Job, locked);
+      expect(jobs[0]?.owner).toBe('instance-a:1');
+      expect(jobs[0]?.fence).toBeUndefined();
+      expect(jobs[1]?.owner).toBe('instance-a:1');
+      expect(jobs[1]?.fence).toBe(1); // the lock's first grant
+      expect(jobs[0]?.callId).not.toBe(jobs[1]?.callId);
+    });
+
+    it('settles a call with the tokens the upstream reported, freeing or using tpm budget', async () => {
+      const store = await open();
+      const t = baseTime();
+      const big = makeJob({ deviceId: 'd1', id: 'big', priority: 'high', arrivalMs: t, tokenEstimate: 900 });
+      const next = makeJob({ deviceId: 'd1', id: 'next', priority: 'high', arrivalMs: t + 1, tokenEstimate: 500 });
+      await admitAll(store, [big, next]);
+      const first = await store.claim(claimOpts({ tpm: 1000 }), t + 2);
+      expect(ids(first.jobs)).toEqual(['big']); // 900 + 500 > 1000
+      // The upstream used far less than estimated: the rest of the budget opens up.
+      await store.settleTokens((first.jobs[0] as ClaimedJob).callId, 100);
+      expect(ids((await store.claim(claimOpts({ tpm: 1000 }), t + 3)).jobs)).toEqual(['next']);
+      // And a call that used more than estimated takes more budget.
+      const take = await store.takeRate(10, 100, 1000, t + 4);
+      if (!take.ok) throw new Error('expected budget');
+      await store.settleTokens(take.callId, 450);
+      expect((await store.takeRate(10, 100, 1000, t + 5)).ok).toBe(false); // 100 + 500 + 450 + 10 > 1000
+      // Settling a call that left the window changes nothing: the budget counts only the
+      // calls still in it (here one of 900 tokens, taken after the others left).
+      const later = t + 4 + 60_001;
+      expect((await store.takeRate(900, 100, 1000, later)).ok).toBe(true);
+      await store.settleTokens(take.callId, 0);
+      expect((await store.takeRate(200, 100, 1000, later + 1)).ok).toBe(false); // 900 + 200 > 1000
+    });
+  });
+}
+
+export function expiryContract({ open }: ContractContext): void {
+  describe('expiry', () => {
+    it('returns a queued job whose deadline has come in expired, not in jobs, and drops it from the queue', async () => {
+      const store = await open();
+      const t = baseTime();
+      const dead = makeJob({ deviceId: 'd1', id: 'dead', priority: 'critical', arrivalMs: t, deadlineMs: t + 1000 });
+      const alive = makeJob({ deviceId: 'd2', id: 'alive', priority: 'critical', arrivalMs: t + 1, deadlineMs: t + 1001 });
+      const plain = makeJob({ deviceId: 'd3', id: 'plain', priority: 'normal', arrivalMs: t + 2 });
+      await admitAll(store, [dead, alive, plain]);
+      // rpm 2: the expired job takes no rate token.
+      const result = await store.claim(claimOpts({ rpm: 2 }), t + 1000);
+      expect(ids(result.expired)).toEqual(['dead']);
+      sameJob(result.expired[0] as Job, dead);
+      expect(ids(result.jobs)).toEqual(['alive', 'plain']);
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+      expect(await store.claim(claimOpts(), t + 1001)).toEqual({ jobs: [], expired: [], retryAtMs: undefined });
+      expect(await store.admit(dead, LIMITS, t + 1002)).toEqual({ kind: 'duplicate_pending' });
+    });
+
+    it('stores the reply of a completed expired job for its duplicates', async () => {
+      const store = await open();
+      const t = baseTime();
+      const job = makeJob({ deviceId: 'd1', id: 'r-1', priority: 'low', arrivalMs: t, deadlineMs: t + 500 });
+      await admitAll(store, [job]);
+      const { expired } = await store.claim(claimOpts(), t + 600);
+      expect(ids(expired)).toEqual(['r-1']);
+      const reply = errorReply(job, 'expired');
+      await store.complete(expired[0] as Job, reply, DONE, t + 601);
+      expect(await store.admit(job, LIMITS, t + 700)).toEqual({ kind: 'duplicate_done', reply });
+      expect(await store.storedReply(job.key, t + 700)).toEqual(reply);
+      expect(await store.deadLetters()).toEqual([]);
+    });
+  });
+}
+
+export function drainContract({ open, durable }: ContractContext): void {
+  describe('drain, queue depth and durability', () => {
+    it('counts queue depth per priority, queued and parked, not claimed', async () => {
+      const store = await open();
+      const t = baseTime();
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+      const spec: [Priority, number][] = [
+        ['critical', 1],
+        ['high', 2],
+        ['low', 3],
+      ];
+      let n = 0;
+      for (const [priority, count] of spec) {
+        for (let i = 0; i < count; i += 1) {
+          await admitAll(store, [makeJob({ deviceId: `d${n}`, id: `r${n}`, priority, arrivalMs: t + n })]);
+          n += 1;
+        }
+      }
+      expect(await store.queueDepth()).toEqual({ critical: 1, high: 2, normal: 0, low: 3 });
+      const a = makeJob({ deviceId: 'dx', id: 'a', priority: 'normal', arrivalMs: t - 10_000, lock: 'x' });
+      const b = makeJob({ deviceId: 'dy', id: 'b', priority: 'normal', arrivalMs: t - 9_000, lock: 'x' });
+      await admitAll(store, [a, b], t + 100);
+      expect(ids((await store.claim(claimOpts({ max: 1 }), t + 101)).jobs)).toEqual(['a']);
+      // b (queued or parked) counts; a, claimed, does not.
+      expect(await store.queueDepth()).toEqual({ critical: 1, high: 2, normal: 1, low: 3 });
+    });
+
+    it('drains every queued and parked job and leaves the queue empty', async () => {
+      const store = await open();
+      const t = baseTime();
+      const a = makeJob({ deviceId: 'd1', id: 'a', priority: 'normal', arrivalMs: t, lock: 'x' });
+      const b = makeJob({ deviceId: 'd2', id: 'b', priority: 'high', arrivalMs: t + 1, lock: 'x' });
+      const c = makeJob({ deviceId: 'd3', id: 'c', priority: 'low', arrivalMs: t + 2 });
+      const d = makeJob({ deviceId: 'd4', id: 'd', priority: 'critical', arrivalMs: t + 3 });
+      await admitAll(store, [a, b]);
+      expect(ids((await store.claim(claimOpts({ max: 1 }), t + 2)).jobs)).toEqual(['b']);
+      expect((await store.claim(claimOpts({ max: 5 }), t + 2)).jobs).toEqual([]); // a parked behind b
+      await admitAll(store, [c, d]);
+
+      const drained = await store.drain();
+      expect(ids(drained).sort()).toEqual(['a', 'c', 'd']);
+      for (const job of drained) sameJob(job, ({ a, c, d } as Record<string, Job>)[job.id] as Job);
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+      expect(await store.drain()).toEqual([]);
+      expect(await store.claim(claimOpts(), t + 4)).toEqual({ jobs: [], expired: [], retryAtMs: undefined });
+    });
+
+    it('reports whether it is durable', async () => {
+      const store = await open();
+      expect(store.durable).toBe(durable);
+    });
+  });
+}
+
+export function concurrencyContract({ open }: ContractContext): void {
+  describe('concurrency', () => {
+    it('hands each of 2000 jobs to exactly one of 8 concurrent claimers', async () => {
+      const store = await open();
+      const t = baseTime();
+      const total = 2000;
+      const jobs = Array.from({ length: total }, (_, i) =>
+        makeJob({ deviceId: `dev-${i % 50}`, id: `j-${i}`, priority: PRIORITIES[i % 4] as Priority, arrivalMs: t + i }),
+      );
+      const limits = { deviceRpm: total, queueMax: total };
+      await Promise.all(jobs.map((job) => store.admit(job, limits, t + total)));
+      const claimedBy = new Map<string, string[]>();
+      const claimer = async (owner: string): Promise<void> => {
+        for (;;) {
+          const { jobs: got } = await store.claim(claimOpts({ owner, max: 7 }), t + total);
+          if (got.length === 0) return;
+          for (const job of got) claimedBy.set(job.key, [...(claimedBy.get(job.key) ?? []), owner]);
+        }
+      };
+      await Promise.all(Array.from({ length: 8 }, (_, i) => claimer(`worker-${i}`)));
+      expect(claimedBy.size).toBe(total);
+      expect([...claimedBy.values()].filter((owners) => owners.length !== 1)).toEqual([]);
+      expect(new Set([...claimedBy.values()].map((o) => o[0])).size).toBeGreaterThan(1);
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+    });
+  });
+}

@@ -1,0 +1,120 @@
+// Store contract, upstream rate limits: rpm and tpm over a rolling minute, shared by claim
+// and takeRate, and the upstream pause.
+import { describe, expect, it } from 'vitest';
+import type { Job, Store } from '../../../bridge/store/types.js';
+import { admitAll, baseTime, claimOpts, type ContractContext, ids, makeJob, MINUTE } from './fixtures.js';
+
+export function rateLimitsContract({ open }: ContractContext): void {
+  describe('upstream rate limits', () => {
+    const queueN = async (store: Store, n: number, t: number, tokenEstimate?: number): Promise<Job[]> => {
+      const jobs = Array.from({ length: n }, (_, i) =>
+        makeJob({ deviceId: `d${i}`, id: `r${i}`, priority: 'normal', arrivalMs: t + i, ...(tokenEstimate === undefined ? {} : { tokenEstimate }) }),
+      );
+      await admitAll(store, jobs);
+      return jobs;
+    };
+
+    it('claims at most rpm jobs in any 60 s window, and says when the oldest call leaves it', async () => {
+      const store = await open();
+      const t = baseTime();
+      await queueN(store, 6, t);
+      const opts = claimOpts({ rpm: 3, max: 1 });
+      expect(ids((await store.claim(opts, t + 10)).jobs)).toEqual(['r0']);
+      expect(ids((await store.claim(opts, t + 10_000)).jobs)).toEqual(['r1']);
+      expect(ids((await store.claim(opts, t + 20_000)).jobs)).toEqual(['r2']);
+      expect(await store.claim(opts, t + 30_000)).toEqual({ jobs: [], expired: [], retryAtMs: t + 10 + MINUTE });
+      expect(await store.claim(opts, t + 9 + MINUTE)).toEqual({ jobs: [], expired: [], retryAtMs: t + 10 + MINUTE });
+
+      const rolled = await store.claim(claimOpts({ rpm: 3, max: 10 }), t + 10 + MINUTE);
+      expect(ids(rolled.jobs)).toEqual(['r3']);
+      const blocked = await store.claim(claimOpts({ rpm: 3, max: 10 }), t + 10 + MINUTE + 1);
+      expect(blocked).toEqual({ jobs: [], expired: [], retryAtMs: t + 10_000 + MINUTE });
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 2, low: 0 });
+    });
+
+    it('claims no more than rpm jobs in one call', async () => {
+      const store = await open();
+      const t = baseTime();
+      await queueN(store, 5, t);
+      expect(ids((await store.claim(claimOpts({ rpm: 2, max: 10 }), t + 10)).jobs)).toEqual(['r0', 'r1']);
+      expect(await store.claim(claimOpts({ rpm: 2, max: 10 }), t + 11)).toEqual({ jobs: [], expired: [], retryAtMs: t + 10 + MINUTE });
+    });
+
+    it('limits the summed tokenEstimate of claims in 60 s to tpm', async () => {
+      const store = await open();
+      const t = baseTime();
+      await queueN(store, 4, t, 400);
+      const opts = claimOpts({ tpm: 1000, max: 1 });
+      expect(ids((await store.claim(opts, t + 10)).jobs)).toEqual(['r0']);
+      expect(ids((await store.claim(opts, t + 5000)).jobs)).toEqual(['r1']);
+      // 800 used; another 400 needs r0's 400 out of the window.
+      expect(await store.claim(opts, t + 6000)).toEqual({ jobs: [], expired: [], retryAtMs: t + 10 + MINUTE });
+      expect(ids((await store.claim(opts, t + 10 + MINUTE)).jobs)).toEqual(['r2']);
+      expect(await store.claim(opts, t + 11 + MINUTE)).toEqual({ jobs: [], expired: [], retryAtMs: t + 5000 + MINUTE });
+    });
+
+    it('lets a job larger than tpm run alone once the window is empty', async () => {
+      const store = await open();
+      const t = baseTime();
+      await queueN(store, 2, t, 5000);
+      const opts = claimOpts({ tpm: 1000, max: 10 });
+      expect(ids((await store.claim(opts, t + 10)).jobs)).toEqual(['r0']);
+      const blocked = await store.claim(opts, t + 20);
+      expect(blocked.jobs).toEqual([]);
+      expect(blocked.retryAtMs).toBe(t + 10 + MINUTE);
+      expect(ids((await store.claim(opts, t + 10 + MINUTE)).jobs)).toEqual(['r1']);
+    });
+
+    it('takeRate spends and respects the same rpm budget as claim', async () => {
+      const store = await open();
+      const t = baseTime();
+      await queueN(store, 1, t);
+      expect(ids((await store.claim(claimOpts({ rpm: 2 }), t + 10)).jobs)).toEqual(['r0']);
+      expect((await store.takeRate(10, 2, undefined, t + 20)).ok).toBe(true);
+      // The claim's token and the retry's token fill rpm 2: the next retry waits for the claim's to leave.
+      expect(await store.takeRate(10, 2, undefined, t + 30)).toEqual({ ok: false, retryAtMs: t + 10 + MINUTE });
+      expect(await store.takeRate(10, 2, undefined, t + 9 + MINUTE)).toEqual({ ok: false, retryAtMs: t + 10 + MINUTE });
+      expect((await store.takeRate(10, 2, undefined, t + 10 + MINUTE)).ok).toBe(true);
+      expect(await store.takeRate(10, 2, undefined, t + 11 + MINUTE)).toEqual({ ok: false, retryAtMs: t + 20 + MINUTE });
+    });
+
+    it('shares one budget between takeRate and claim, for rpm and tpm alike', async () => {
+      const store = await open();
+      const t = baseTime();
+      await queueN(store, 1, t, 300);
+      expect((await store.takeRate(300, 2, 1000, t + 10)).ok).toBe(true);
+      expect((await store.takeRate(300, 2, 1000, t + 20)).ok).toBe(true);
+      // rpm 2 spent by takeRate: claim waits for the first call to leave the window.
+      expect(await store.claim(claimOpts({ rpm: 2, tpm: 1000 }), t + 30)).toEqual({ jobs: [], expired: [], retryAtMs: t + 10 + MINUTE });
+      expect(ids((await store.claim(claimOpts({ rpm: 3, tpm: 1000 }), t + 40)).jobs)).toEqual(['r0']);
+      // 900 tokens used: 300 more would exceed tpm 1000 until the first 300 leave.
+      expect(await store.takeRate(300, 10, 1000, t + 50)).toEqual({ ok: false, retryAtMs: t + 10 + MINUTE });
+      expect((await store.takeRate(100, 10, 1000, t + 60)).ok).toBe(true);
+      expect(await store.takeRate(1, 10, 1000, t + 70)).toEqual({ ok: false, retryAtMs: t + 10 + MINUTE });
+      expect((await store.takeRate(300, 10, 1000, t + 10 + MINUTE)).ok).toBe(true);
+    });
+
+    it('pauseUpstream stops claims and takeRate until the pause ends, and a shorter pause does not shorten it', async () => {
+      const store = await open();
+      const t = baseTime();
+      await queueN(store, 2, t);
+      await store.pauseUpstream(t + 5000);
+      await store.pauseUpstream(t + 3000);
+      expect(await store.claim(claimOpts(), t + 10)).toEqual({ jobs: [], expired: [], retryAtMs: t + 5000 });
+      expect(await store.takeRate(10, 100, undefined, t + 20)).toEqual({ ok: false, retryAtMs: t + 5000 });
+      expect(await store.claim(claimOpts(), t + 4999)).toEqual({ jobs: [], expired: [], retryAtMs: t + 5000 });
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 2, low: 0 });
+      // The pause took no budget: with rpm 2 both jobs go at its end.
+      expect(ids((await store.claim(claimOpts({ rpm: 2 }), t + 5000)).jobs)).toEqual(['r0', 'r1']);
+    });
+
+    it('lets takeRate succeed once the pause ends', async () => {
+      const store = await open();
+      const t = baseTime();
+      await store.pauseUpstream(t + 1000);
+      expect((await store.takeRate(10, 1, undefined, t + 999)).ok).toBe(false);
+      expect((await store.takeRate(10, 1, undefined, t + 1000)).ok).toBe(true);
+      expect(await store.takeRate(10, 1, undefined, t + 1001)).toEqual({ ok: false, retryAtMs: t + 1000 + MINUTE });
+    });
+  });
+}

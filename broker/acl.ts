@@ -1,4 +1,4 @@
-// Topic access rules of CONTRACT.md "Topics", as pure functions of an identity.
+// Topic access rules of docs/CONTRACT.md "Topics", as pure functions of an identity.
 export type Role = 'device' | 'observer' | 'operator';
 
 export interface Identity {

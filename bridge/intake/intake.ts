@@ -1,6 +1,6 @@
 // Intake: one PUBLISH on devices/{id}/infer/{priority} becomes a queued job or an error
 // reply. It runs inside the broker's authorizePublish, so the device's PUBACK is sent only
-// after admission returned: "acknowledged" means "admitted" (DESIGN.md).
+// after admission returned: "acknowledged" means "admitted" (docs/CONTRACT.md).
 import type { Config } from '../config/config.js';
 import { cacheKeyOf, type CachePolicy } from './cache-key.js';
 import {
@@ -23,26 +23,13 @@ import type { Logger } from '../logger.js';
 import type { LoadShedder } from './overload.js';
 import type { Results, ReplyTarget } from '../results/results.js';
 import { okReply } from '../results/replies.js';
-import { jobKey, type AdmitResult, type ClaimAlong, type ClaimOptions, type Job, type Store } from '../store/types.js';
+import type { Dispatch } from '../scheduling/dispatch.js';
+import { jobKey, type AdmitResult, type Job, type Store } from '../store/types.js';
 
 export type IntakeConfig = Pick<
   Config,
   'maxPayloadBytes' | 'deviceRateLimitRpm' | 'queueMax' | 'priorityOffsetsMs' | 'idempotencyTtlS'
 >;
-
-/**
- * How admission hands work to the scheduler: an admission carries a claim for this
- * instance's free slots, so a request arriving at an idle instance is claimed in the same
- * store call that queues it.
- */
-export interface Dispatch {
-  /** Claim options to carry, reserving free slots until adopt(); undefined when none are free. */
-  claimAlong(): ClaimOptions | undefined;
-  /** The admission ended; `along` is what its claim brought, if it queued anything. */
-  adopt(claim: ClaimOptions, along: ClaimAlong | undefined, jobKey: string): void;
-  /** A request was queued without a claim: the scheduler may claim it. */
-  wake(): void;
-}
 
 export type IntakeOutcome =
   | { outcome: 'queued' | 'cached' | 'duplicate' }

@@ -11,8 +11,10 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { listen } from '../../broker/broker.js';
 import type { Logger } from '../logger.js';
-import type { DeadLetter, UsageReport } from '../store/types.js';
 import { HttpError } from '../../contract/index.js';
+import { operatorApi, type AdminApi, type Only } from './admin-v1.js';
+
+export { MAX_USAGE_HOURS, type AdminApi } from './admin-v1.js';
 
 export interface Readiness {
   ready: boolean;
@@ -26,16 +28,6 @@ export interface AdminServer {
   close(): Promise<void>;
 }
 
-/** What the operator API reaches; the composition root binds it to the store and broker. */
-export interface AdminApi {
-  deadLetters(): Promise<DeadLetter[]>;
-  /** Replays the dead letters of `keys` (`deviceId/id`) or all; returns how many. */
-  replay(keys: string[] | 'all'): Promise<number>;
-  purge(): Promise<number>;
-  usage(hours: number): Promise<UsageReport>;
-  devices(): Array<{ deviceId: string | null; clientIds: string[] }>;
-}
-
 export interface AdminOptions {
   host: string;
   port: number;
@@ -47,127 +39,50 @@ export interface AdminOptions {
   logger: Logger;
 }
 
-/** Usage is kept about 8 days. */
-export const MAX_USAGE_HOURS = 192;
-const SEGMENT = /^[A-Za-z0-9._:-]{1,128}$/;
+/** What every request of one admin server sees. */
+interface Admin {
+  readonly options: AdminOptions;
+  /** The digest of ADMIN_TOKEN, or undefined while it is unset. */
+  readonly expectedToken: Buffer | undefined;
+  /** The bound port, once listening (HTTP_PORT may be 0). */
+  port: number;
+}
+
+type Endpoint = (admin: Admin, res: ServerResponse) => void | Promise<void>;
+
+/** The routes outside /v1; each answers GET and HEAD. */
+const ENDPOINTS = new Map<string, Endpoint>([
+  ['/healthz', (_admin, res) => sendJson(res, 200, { ok: true })],
+  [
+    '/readyz',
+    (admin, res) => {
+      const state = admin.options.readiness(admin.port);
+      sendJson(res, state.ready ? 200 : 503, state);
+    },
+  ],
+  [
+    '/metrics',
+    async (admin, res) => {
+      const text = await admin.options.metrics.render();
+      res.writeHead(200, { 'content-type': admin.options.metrics.contentType }).end(text);
+    },
+  ],
+]);
 
 const digest = (value: string): Buffer => createHash('sha256').update(value, 'utf8').digest();
 
-/** Constant-time: both sides are hashed to the same length first, so not even the length leaks. */
-function bearerMatches(header: string | undefined, expected: Buffer): boolean {
-  const match = /^Bearer (.+)$/i.exec(header ?? '');
-  const given = digest(match?.[1]?.trim() ?? '');
-  return timingSafeEqual(given, expected) && match !== null;
-}
-
 export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
-  let boundPort = options.port;
-  const expectedToken = options.adminToken === undefined ? undefined : digest(options.adminToken);
-
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const url = new URL(req.url ?? '/', 'http://admin');
-    const path = url.pathname;
-    const method = req.method ?? 'GET';
-    const send = (status: number, body: unknown, headers: Record<string, string> = {}): void => {
-      res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
-    };
-    const only = (...allowed: string[]): void => {
-      if (!allowed.includes(method)) throw new HttpError(405, 'method not allowed', { allow: allowed.join(', ') });
-    };
-
-    if (path === '/healthz') {
-      only('GET', 'HEAD');
-      return send(200, { ok: true });
-    }
-    if (path === '/readyz') {
-      only('GET', 'HEAD');
-      const state = options.readiness(boundPort);
-      return send(state.ready ? 200 : 503, state);
-    }
-    if (path === '/metrics') {
-      only('GET', 'HEAD');
-      const text = await options.metrics.render();
-      res.writeHead(200, { 'content-type': options.metrics.contentType }).end(text);
-      return;
-    }
-    if (path === '/v1' || path.startsWith('/v1/')) {
-      if (!expectedToken) throw new HttpError(404, 'not found');
-      if (!bearerMatches(req.headers.authorization, expectedToken)) {
-        throw new HttpError(401, 'missing or wrong bearer token', { 'www-authenticate': 'Bearer realm="edge-ai-bridge"' });
-      }
-      return send(200, await v1(path, url.searchParams, method, only));
-    }
-    throw new HttpError(404, 'not found');
+  const admin: Admin = {
+    options,
+    expectedToken: options.adminToken === undefined ? undefined : digest(options.adminToken),
+    port: options.port,
   };
-
-  const v1 = async (
-    path: string,
-    query: URLSearchParams,
-    method: string,
-    only: (...allowed: string[]) => void,
-  ): Promise<unknown> => {
-    const { api } = options;
-    const segments = path.split('/').slice(2).map(decodeSegment); // after "", "v1"
-    const [first, second, third, fourth] = segments;
-    if (first === 'dlq' && segments.length === 1) {
-      only('GET', 'DELETE');
-      if (method === 'DELETE') return { purged: await api.purge() };
-      const entries = await api.deadLetters();
-      return {
-        count: entries.length,
-        entries: entries.map(({ job, reply, atMs }) => ({
-          key: job.key,
-          deviceId: job.deviceId,
-          id: job.id,
-          priority: job.priority,
-          at: new Date(atMs).toISOString(),
-          error: reply.ok ? undefined : reply.error,
-          request: job.request,
-        })),
-      };
-    }
-    if (first === 'dlq' && second === 'replay' && segments.length === 2) {
-      only('POST');
-      return { replayed: await api.replay('all') };
-    }
-    if (first === 'dlq' && segments.length === 4 && fourth === 'replay' && second && third) {
-      only('POST');
-      const key = `${second}/${third}`;
-      const replayed = await api.replay([key]);
-      if (replayed === 0) throw new HttpError(404, `no dead letter ${key}`);
-      return { replayed };
-    }
-    if (first === 'usage' && segments.length === 1) {
-      only('GET');
-      const raw = query.get('hours');
-      const hours = raw === null ? 24 : Number(raw);
-      if (!Number.isInteger(hours) || hours < 1 || hours > MAX_USAGE_HOURS) {
-        throw new HttpError(400, `hours must be an integer from 1 to ${MAX_USAGE_HOURS}`);
-      }
-      return { hours, ...(await api.usage(hours)) };
-    }
-    if (first === 'devices' && segments.length === 1) {
-      only('GET');
-      const devices = api.devices();
-      return { count: devices.length, devices };
-    }
-    throw new HttpError(404, 'not found');
-  };
-
   const server: Server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      if (res.headersSent) return void res.end();
-      if (err instanceof HttpError) {
-        res.writeHead(err.status, { 'content-type': 'application/json', ...err.headers }).end(JSON.stringify({ error: err.message }));
-      } else {
-        options.logger.error({ err, method: req.method, path: req.url?.split('?')[0] }, 'admin request failed');
-        res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'internal error' }));
-      }
-    });
+    route(admin, req, res).catch((err: unknown) => sendError(admin, req, res, err));
   });
-  boundPort = await listen(server, options.host, options.port, 'HTTP_PORT', 'admin HTTP');
+  admin.port = await listen(server, options.host, options.port, 'HTTP_PORT', 'admin HTTP');
   return {
-    port: boundPort,
+    port: admin.port,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
@@ -176,13 +91,48 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
   };
 }
 
-function decodeSegment(segment: string): string {
-  let decoded: string;
-  try {
-    decoded = decodeURIComponent(segment);
-  } catch {
-    throw new HttpError(400, 'bad percent-encoding in the path');
+async function route(admin: Admin, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://admin');
+  const path = url.pathname;
+  const method = req.method ?? 'GET';
+  const only: Only = (...allowed) => {
+    if (!allowed.includes(method)) throw new HttpError(405, 'method not allowed', { allow: allowed.join(', ') });
+  };
+  const endpoint = ENDPOINTS.get(path);
+  if (endpoint) {
+    only('GET', 'HEAD');
+    return endpoint(admin, res);
   }
-  if (!SEGMENT.test(decoded)) throw new HttpError(404, 'not found');
-  return decoded;
+  if (path === '/v1' || path.startsWith('/v1/')) {
+    checkToken(admin, req);
+    return sendJson(res, 200, await operatorApi(admin.options.api, path, url.searchParams, method, only));
+  }
+  throw new HttpError(404, 'not found');
+}
+
+/** /v1 is not found without ADMIN_TOKEN, and unauthorized without the right bearer token. */
+function checkToken(admin: Admin, req: IncomingMessage): void {
+  if (!admin.expectedToken) throw new HttpError(404, 'not found');
+  if (!bearerMatches(req.headers.authorization, admin.expectedToken)) {
+    throw new HttpError(401, 'missing or wrong bearer token', { 'www-authenticate': 'Bearer realm="edge-ai-bridge"' });
+  }
+}
+
+/** Constant-time: both sides are hashed to the same length first, so not even the length leaks. */
+function bearerMatches(header: string | undefined, expected: Buffer): boolean {
+  const match = /^Bearer (.+)$/i.exec(header ?? '');
+  const given = digest(match?.[1]?.trim() ?? '');
+  return timingSafeEqual(given, expected) && match !== null;
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+}
+
+/** An HttpError becomes its status and message; anything else is logged and answered 500. */
+function sendError(admin: Admin, req: IncomingMessage, res: ServerResponse, err: unknown): void {
+  if (res.headersSent) return void res.end();
+  if (err instanceof HttpError) return sendJson(res, err.status, { error: err.message }, err.headers);
+  admin.options.logger.error({ err, method: req.method, path: req.url?.split('?')[0] }, 'admin request failed');
+  sendJson(res, 500, { error: 'internal error' });
 }

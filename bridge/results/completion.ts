@@ -13,7 +13,7 @@
 // therefore sends the same reply again, never another. While the store is out of reach, steps
 // 1 and 3 are retried (the job keeps its slot) until it is back or shutdown gives up on them.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BridgeError, type Reply, type Usage } from '../../contract/index.js';
+import { type Answer, BridgeError, type Reply, type Usage } from '../../contract/index.js';
 import type { Price } from '../config/config-file.js';
 import type { LazyLog } from '../logger.js';
 import { answerFields } from './replies.js';
@@ -39,8 +39,21 @@ export function deadLettered(reply: Reply): boolean {
   return !reply.ok && DEAD_LETTER_CODES.has(reply.error.code);
 }
 
+/**
+ * What an answer books with its completion: the cache entry for identical requests (when the
+ * job may share one) and the call's usage, priced.
+ */
+export function answerBookkeeping(job: Job, answer: Answer, config: Pick<CompletionConfig, 'cacheTtlS' | 'prices'>): Bookkeeping {
+  const bookkeeping: Bookkeeping = {};
+  if (job.cacheKey !== undefined) {
+    bookkeeping.cache = { key: job.cacheKey, answer: answerFields(answer), ttlMs: config.cacheTtlS * 1000 };
+  }
+  if (answer.usage) bookkeeping.usage = pricedUsage(job, answer.model, answer.usage, config.prices);
+  return bookkeeping;
+}
+
 /** One answered call's usage, priced. */
-export function pricedUsage(job: Job, model: string, usage: Usage, prices: Record<string, Price>): UsageRecord {
+function pricedUsage(job: Job, model: string, usage: Usage, prices: Record<string, Price>): UsageRecord {
   const { prompt_tokens: promptTokens, completion_tokens: completionTokens } = usage;
   const price = prices[model];
   const costUsd = price ? (promptTokens * price.inputPerMillion + completionTokens * price.outputPerMillion) / 1e6 : 0;
@@ -113,14 +126,9 @@ export class Completion {
     if (job.cacheKey !== undefined) bookkeeping.unlead = job.cacheKey;
     // Shared or cached answers were booked by the call they came from.
     if (!reply.ok || reply.cached) return bookkeeping;
-    if (job.cacheKey !== undefined) {
-      bookkeeping.cache = { key: job.cacheKey, answer: answerFields(reply), ttlMs: this.config.cacheTtlS * 1000 };
-    }
-    if (reply.usage) {
-      bookkeeping.usage = pricedUsage(job, reply.model, reply.usage, this.config.prices);
-      this.onUsage(bookkeeping.usage);
-    }
-    return bookkeeping;
+    const booked: Bookkeeping = { ...bookkeeping, ...answerBookkeeping(job, reply, this.config) };
+    if (booked.usage) this.onUsage(booked.usage);
+    return booked;
   }
 
   private async unlead(job: Job, bookkeeping: Bookkeeping): Promise<void> {

@@ -2,7 +2,7 @@
 // whole step synchronously, so each step is atomic just as a Lua script is in Redis.
 import { PRIORITIES, type Priority, type Reply } from '../../contract/index.js';
 import { SlidingWindow } from './sliding-window.js';
-import { addMetric, addRecord, emptyReport, hourOf, hoursBetween } from './usage-report.js';
+import { MemoryAnswers } from './memory-answers.js';
 import type {
   CachedAnswer,
   CompleteOptions,
@@ -10,7 +10,6 @@ import type {
   Lead,
   UsageRecord,
   UsageReport,
-  UsageTotals,
   AdmitLimits,
   AdmitResult,
   ClaimedJob,
@@ -24,12 +23,10 @@ import type {
   RecordResult,
   Store,
 } from './types.js';
-import { HOUR_MS, replayedJob } from './types.js';
+import { replayedJob } from './types.js';
 
 const MINUTE_MS = 60_000;
 const SWEEP_EVERY = 4096;
-/** Usage hours are kept about a week, like the Redis store's hourly buckets. */
-const USAGE_KEEP_MS = 8 * 24 * 3_600_000;
 
 /** `recorded`: the reply recordReply kept while the job is still pending (not yet completed). */
 type Record_ = { state: 'pending'; recorded?: Reply } | { state: 'done'; reply: Reply; expiresAt: number };
@@ -73,9 +70,7 @@ export class MemoryStore implements Store {
   private readonly parked = new Map<string, Queued[]>();
   private readonly dlq: DeadLetter[] = [];
   private pausedUntil = 0;
-  private readonly cache = new Map<string, { answer: CachedAnswer; expiresAt: number }>();
-  private readonly flights = new Map<string, { jobKey: string; expiresAt: number }>();
-  private readonly usageByHour = new Map<number, UsageReport>();
+  private readonly answers = new MemoryAnswers();
   private admissions = 0;
 
   async admit(job: Job, limits: AdmitLimits, now: number, claim?: ClaimOptions): Promise<AdmitResult> {
@@ -88,7 +83,7 @@ export class MemoryStore implements Store {
     if (window.count(now) >= limits.deviceRpm) {
       return { kind: 'rate_limited', retryAfterMs: window.freeAt(limits.deviceRpm, now) - now };
     }
-    const answer = job.cacheKey === undefined ? undefined : this.cached(job.cacheKey, now);
+    const answer = job.cacheKey === undefined ? undefined : this.answers.cached(job.cacheKey, now);
     if (answer) return { kind: 'cached', answer };
     if (this.queuedCount() >= limits.queueMax) return { kind: 'queue_full' };
 
@@ -99,7 +94,7 @@ export class MemoryStore implements Store {
     const claimed = this.claimNow(claim, now);
     const { cacheKey } = job;
     const taken = claimed.jobs.some((j) => j.key === job.key);
-    const lead = taken && cacheKey !== undefined ? this.leadNow(cacheKey, job.key, claim.leaseMs, now) : undefined;
+    const lead = taken && cacheKey !== undefined ? this.answers.lead(cacheKey, job.key, claim.leaseMs, now) : undefined;
     return { kind: 'queued', along: { claim: claimed, lead } };
   }
 
@@ -275,59 +270,27 @@ export class MemoryStore implements Store {
   }
 
   async cacheGet(cacheKey: string, now: number): Promise<CachedAnswer | undefined> {
-    return this.cached(cacheKey, now);
-  }
-
-  private cached(cacheKey: string, now: number): CachedAnswer | undefined {
-    const entry = this.cache.get(cacheKey);
-    return entry && entry.expiresAt > now ? entry.answer : undefined;
+    return this.answers.cached(cacheKey, now);
   }
 
   async cacheSet(cacheKey: string, answer: CachedAnswer, ttlMs: number, now: number): Promise<void> {
-    this.cache.set(cacheKey, { answer, expiresAt: now + ttlMs });
+    this.answers.cacheSet(cacheKey, answer, ttlMs, now);
   }
 
   async lead(flights: FlightClaim[], leaseMs: number, now: number): Promise<Lead[]> {
-    return flights.map(({ cacheKey, jobKey }) => this.leadNow(cacheKey, jobKey, leaseMs, now));
-  }
-
-  private leadNow(cacheKey: string, jobKey: string, leaseMs: number, now: number): Lead {
-    const answer = this.cached(cacheKey, now);
-    if (answer) return { answer };
-    const flight = this.flights.get(cacheKey);
-    if (flight && flight.jobKey !== jobKey && flight.expiresAt > now) return { leader: flight.jobKey };
-    this.flights.set(cacheKey, { jobKey, expiresAt: now + leaseMs });
-    return { leader: jobKey };
+    return flights.map(({ cacheKey, jobKey }) => this.answers.lead(cacheKey, jobKey, leaseMs, now));
   }
 
   async unlead(cacheKey: string, jobKey: string): Promise<void> {
-    if (this.flights.get(cacheKey)?.jobKey === jobKey) this.flights.delete(cacheKey);
+    this.answers.unlead(cacheKey, jobKey);
   }
 
   async recordUsage(record: UsageRecord, now: number): Promise<void> {
-    const hour = hourOf(now);
-    let report = this.usageByHour.get(hour);
-    if (!report) {
-      report = emptyReport(hour, hour + HOUR_MS - 1);
-      this.usageByHour.set(hour, report);
-    }
-    addRecord(report, record);
+    this.answers.recordUsage(record, now);
   }
 
   async usage(fromMs: number, toMs: number): Promise<UsageReport> {
-    const report = emptyReport(fromMs, toMs);
-    for (const hour of hoursBetween(fromMs, toMs)) {
-      const kept = this.usageByHour.get(hour);
-      if (!kept) continue;
-      for (const dimension of ['byDevice', 'byModel', 'byPriority'] as const) {
-        for (const [name, totals] of Object.entries(kept[dimension])) {
-          for (const metric of Object.keys(totals) as Array<keyof UsageTotals>) {
-            addMetric(report, dimension, name, metric, totals[metric]);
-          }
-        }
-      }
-    }
-    return report;
+    return this.answers.usage(fromMs, toMs);
   }
 
   async close(): Promise<void> {}
@@ -407,7 +370,6 @@ export class MemoryStore implements Store {
   private sweep(now: number): void {
     for (const [deviceId, window] of this.deviceWindows) if (window.count(now) === 0) this.deviceWindows.delete(deviceId);
     for (const [key, record] of this.records) if (record.state === 'done' && record.expiresAt <= now) this.records.delete(key);
-    for (const [key, entry] of this.cache) if (entry.expiresAt <= now) this.cache.delete(key);
-    for (const hour of this.usageByHour.keys()) if (hour < now - USAGE_KEEP_MS) this.usageByHour.delete(hour);
+    this.answers.sweep(now);
   }
 }

@@ -1,6 +1,6 @@
 /**
  * A rolling-window log of weighted events: exact "at most N in any 60 s", unlike a fixed
- * window, which admits 2N across a boundary (RELIABILITY.md A13).
+ * window, which admits 2N across a boundary.
  */
 export class SlidingWindow {
   private times: number[] = [];

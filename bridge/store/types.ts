@@ -1,5 +1,5 @@
-// The coordination interface. `memory` serves one instance; a Redis implementation will
-// serve a fleet (issue 3). Intake, scheduler and results only ever see this interface, and
+// The coordination interface. `memory` serves one instance; `redis` serves a fleet of
+// instances sharing one queue. Intake, scheduler and results only ever see this interface, and
 // one contract suite (test/store/) runs against every implementation.
 import type { Answer, InferRequest, Priority, Reply, ReplyRoute } from '../../contract/index.js';
 

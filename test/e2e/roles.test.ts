@@ -1,4 +1,4 @@
-// The role × action matrix of CONTRACT.md "Topics" over TCP, and a sample of it over TLS and
+// The role × action matrix of docs/CONTRACT.md "Topics" over TCP, and a sample of it over TLS and
 // WebSocket: device, observer and operator users of AUTH_FILE, publish and subscribe.
 import type { MqttClient } from 'mqtt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Secrets never leave the process (issue 5 item 9): one run of the compiled service at
+// Secrets never leave the process: one run of the compiled service at
 // LOG_LEVEL=trace with every kind of secret configured — upstream, fallback and CONFIG_FILE
 // (apiKeys and apiKeysEnv) keys, ADMIN_TOKEN, AUTH_FILE passwords, the TLS private key — and
 // traffic that exercises good and bad paths (revoked key, 5xx, 429, a dead letter, bad

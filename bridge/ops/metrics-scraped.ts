@@ -1,0 +1,94 @@
+// The metrics whose values are owned elsewhere (queue depth in the store, in-flight count,
+// circuit states, connected clients, broker refusals), read at scrape time through `collect`.
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { PRIORITIES } from '../../contract/index.js';
+import type { QueueDepth } from '../store/types.js';
+import { CIRCUIT_VALUE, PREFIX, readQueueDepth, STORE_SCRAPE_TIMEOUT_MS, type MetricsSources } from './metrics-common.js';
+
+/** The queue, the jobs this instance holds and the providers' circuits. */
+export function registerWorkState(registers: Registry[], sources: MetricsSources): void {
+  const depthOfScrape = sharedPerScrape(() => readQueueDepth(sources));
+  // Both read the one queue-depth read of a scrape (prom-client collects every metric at once).
+  new Counter({
+    name: `${PREFIX}queue_depth_scrape_failures_total`,
+    help: 'Scrapes whose queue depth read failed or timed out',
+    registers,
+    async collect() {
+      if ((await depthOfScrape()) === undefined) this.inc();
+    },
+  });
+  new Gauge({
+    name: `${PREFIX}queue_depth`,
+    help: `Queued requests by priority (fleet-wide with Redis); absent when the store did not answer within ${STORE_SCRAPE_TIMEOUT_MS} ms`,
+    labelNames: ['priority'] as const,
+    registers,
+    async collect() {
+      const depth = await depthOfScrape();
+      this.reset();
+      if (!depth) return;
+      for (const p of PRIORITIES) this.set({ priority: p }, depth[p]);
+    },
+  });
+  new Gauge({
+    name: `${PREFIX}in_flight`,
+    help: 'Jobs this instance holds (upstream calls running or waiting on an identical one)',
+    registers,
+    collect() {
+      this.set(sources.inFlight());
+    },
+  });
+  new Gauge({
+    name: `${PREFIX}circuit_state`,
+    help: 'Circuit breaker state per provider as this instance last saw it: 0 closed, 1 half-open, 2 open',
+    labelNames: ['provider'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const { name, circuit } of sources.providers()) this.set({ provider: name }, CIRCUIT_VALUE[circuit]);
+    },
+  });
+}
+
+/** The embedded broker's clients and refusals. */
+export function registerBrokerState(registers: Registry[], sources: MetricsSources): void {
+  new Gauge({
+    name: `${PREFIX}connected_clients`,
+    help: 'MQTT clients connected to this instance',
+    registers,
+    collect() {
+      this.set(sources.connectedClients());
+    },
+  });
+  new Counter({
+    name: `${PREFIX}auth_refusals_total`,
+    help: 'Connections refused at CONNECT (credentials, client id, will topic, MAX_CONNECTIONS)',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(sources.refusals().connect);
+    },
+  });
+  new Counter({
+    name: `${PREFIX}acl_refusals_total`,
+    help: 'Publishes and subscriptions refused by the topic access rules',
+    labelNames: ['action'] as const,
+    registers,
+    collect() {
+      const { publish, subscribe } = sources.refusals();
+      this.reset();
+      this.inc({ action: 'publish' }, publish);
+      this.inc({ action: 'subscribe' }, subscribe);
+    },
+  });
+}
+
+/** One read shared by every caller until it settles: the next scrape starts a new one. */
+function sharedPerScrape(read: () => Promise<QueueDepth | undefined>): () => Promise<QueueDepth | undefined> {
+  let pending: Promise<QueueDepth | undefined> | undefined;
+  return () => {
+    pending ??= read().finally(() => {
+      pending = undefined;
+    });
+    return pending;
+  };
+}

@@ -1,0 +1,52 @@
+// The reaper: jobs whose holders stopped (their leases ran out) go back to the queue; those
+// out of attempts come back from the store here and are answered `upstream_error`.
+import { BridgeError } from '../../contract/index.js';
+import { lazyChild, type Logger } from '../logger.js';
+import type { Completion } from '../results/completion.js';
+import { errorReply } from '../results/replies.js';
+import type { Store } from '../store/types.js';
+
+/** How often this instance looks for jobs whose leases ran out. */
+const REAP_EVERY_MS = 2000;
+
+export interface ReaperDeps {
+  store: Store;
+  completion: Completion;
+  logger: Logger;
+  clock: () => number;
+  maxAttempts: number;
+  /** Ends completion retries at shutdown. */
+  signal: AbortSignal;
+  /** Some jobs were reaped out of attempts and answered. */
+  onReaped: () => void;
+}
+
+export class Reaper {
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly deps: ReaperDeps) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.reap(), REAP_EVERY_MS);
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  private async reap(): Promise<void> {
+    const { store, completion, logger, signal } = this.deps;
+    try {
+      const exhausted = await store.reap(this.deps.maxAttempts, this.deps.clock());
+      for (const job of exhausted) {
+        const log = lazyChild(logger, { reqId: job.id, deviceId: job.deviceId });
+        // Never one with a recorded reply: the reap requeues those for a claim to publish it.
+        const error = new BridgeError('upstream_error', `gave up after ${job.attempts} attempts whose holders stopped`);
+        await completion.unheld(job, errorReply(job.id, error, job.priority), log, signal);
+      }
+      if (exhausted.length > 0) this.deps.onReaped();
+    } catch (err) {
+      logger.warn({ err }, 'reap failed');
+    }
+  }
+}

@@ -1,0 +1,60 @@
+// What the scheduler is given besides the store: its config, the upstream it calls, and who
+// learns from it (metrics, the queue-wait overload guard).
+import type { Config } from '../config/config.js';
+import type { Price } from '../config/config-file.js';
+import type { Job } from '../store/types.js';
+import type { UpstreamCall, UpstreamResult } from '../upstream/client.js';
+
+export type SchedulerConfig = Pick<
+  Config,
+  | 'maxConcurrency'
+  | 'upstreamTimeoutMs'
+  | 'rateLimitRpm'
+  | 'rateLimitTpm'
+  | 'maxAttempts'
+  | 'idempotencyTtlS'
+  | 'upstreamModel'
+  | 'cacheTtlS'
+> & {
+  /** Model → price per million tokens (CONFIG_FILE `prices`), for the usage's cost. */
+  prices: Record<string, Price>;
+  /** CONFIG_FILE `embeddingModel`: the model of embeddings requests that name none (never UPSTREAM_MODEL). */
+  embeddingModel: string;
+};
+
+/** What the scheduler reports for metrics (bridge/ops/metrics.ts); every method must be cheap. */
+export interface SchedulerObserver {
+  /** A job was claimed (holding its lock, if it names one) at `claimedAt`. */
+  claimed(priority: Job['priority'], arrivalMs: number, locked: boolean, claimedAt: number): void;
+  /** An upstream call answered. */
+  answered(result: UpstreamResult): void;
+  /** A job was answered by an identical one in flight. */
+  coalescedAnswer(): void;
+  /** A retry had to wait for rate budget. */
+  rateLimitWait(): void;
+  /** Usage as recorded in the store. */
+  usage(model: string, promptTokens: number, completionTokens: number, costUsd: number): void;
+}
+
+/** What the queue-wait overload guard learns from the claims (bridge/intake/overload.ts). */
+export interface QueueWaitSink {
+  claimed(priority: Job['priority'], waitMs: number, locked: boolean): void;
+  /** A claim or a retry was held back by the upstream rate budget or a 429 pause. */
+  claimHeld(): void;
+  /** A claim took less than it asked for: nothing was waiting. */
+  queueDrained(): void;
+}
+
+export interface Upstream {
+  call(call: UpstreamCall): Promise<UpstreamResult>;
+}
+
+export const NO_QUEUE_WAIT: QueueWaitSink = { claimed: () => undefined, claimHeld: () => undefined, queueDrained: () => undefined };
+
+export const NO_OBSERVER: SchedulerObserver = {
+  claimed: () => undefined,
+  answered: () => undefined,
+  coalescedAnswer: () => undefined,
+  rateLimitWait: () => undefined,
+  usage: () => undefined,
+};

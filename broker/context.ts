@@ -1,0 +1,47 @@
+// What one broker's hooks share: who each client is, what its connection and CONNECT told
+// the broker, and the refusal counts the metrics read.
+import type { Client, ConnectPacket } from 'aedes';
+import type { Logger } from 'pino';
+import type { Identity } from './acl.js';
+import type { ConnectionInfo } from './listeners.js';
+import type { BrokerConfig } from './options.js';
+import type { QuietClients } from './puback-refusal.js';
+
+/** Counts of refused operations, for metrics. */
+export interface Refusals {
+  publish: number;
+  subscribe: number;
+  /** Every refused CONNECT, whatever the reason (includes `login` and `throttled`). */
+  connect: number;
+  /** Failed logins: unknown user or wrong password. */
+  login: number;
+  /** CONNECTs refused or delayed because their address failed to log in too often. */
+  throttled: number;
+  /** TLS handshakes refused (no or an untrusted client certificate, an old protocol). */
+  tls: number;
+}
+
+export interface BrokerContext {
+  readonly config: BrokerConfig;
+  readonly log: Logger;
+  readonly refusals: Refusals;
+  /** Who each authenticated client is. */
+  readonly identities: WeakMap<Client, Identity>;
+  /** A client's CONNECT, from preConnect until authenticate has checked its will topic. */
+  readonly connectPackets: WeakMap<Client, ConnectPacket>;
+  readonly quiet: QuietClients;
+  /** Filled by the listeners: transport, address and certificate of each connection. */
+  readonly connections: WeakMap<object, ConnectionInfo>;
+}
+
+export function createContext(config: BrokerConfig, log: Logger): BrokerContext {
+  return {
+    config,
+    log,
+    refusals: { publish: 0, subscribe: 0, connect: 0, login: 0, throttled: 0, tls: 0 },
+    identities: new WeakMap(),
+    connectPackets: new WeakMap(),
+    quiet: new WeakSet(),
+    connections: new WeakMap(),
+  };
+}

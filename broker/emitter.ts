@@ -1,6 +1,6 @@
 // Aedes routes every PUBLISH through an MQEmitter, which by default lets 100 messages be in
 // delivery at once and queues the rest. Under a burst that queue is where Aedes breaks down:
-// it is drained with Array#shift (O(n): measured at 53% of the broker's CPU and zero replies),
+// it is drained with Array#shift (O(n): it can take the broker's whole CPU and deliver nothing),
 // and a queued message with no subscribers (every request topic) completes synchronously
 // inside `released`, which starts the next one, so a long queue overflows the stack
 // ("Maximum call stack size exceeded", the broker dies). With no limit nothing is queued.

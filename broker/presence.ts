@@ -1,7 +1,7 @@
 // Whether this bridge instance is the only one on its deployment's Redis. While it is, the
 // broker's emitter delivers its publishes itself instead of sending each through Redis
-// pub/sub and receiving it back (cluster.ts): about a sixth of the CPU a request costs a
-// single instance with REDIS_URL, measured at 2 000 req/s.
+// pub/sub and receiving it back (cluster.ts), a large share of the CPU a request costs a
+// single instance with REDIS_URL (docs/performance.md).
 //
 // Each instance keeps one connection SUBSCRIBEd to `{prefix}:instances`; PUBSUB NUMSUB counts
 // them. A subscription lives exactly as long as its connection, so a crashed instance stops

@@ -23,7 +23,7 @@ export interface StreamLimits {
  * - Coalescing: the first write in an event-loop turn corks the connection and the next turn
  *   uncorks it, so the PUBACK, the replies and whatever else a turn produced for one device
  *   leave in one system call. On loopback and small packets the write syscall, not Aedes, is
- *   what limits a broker (measured in bench/README.md); the cost is at most one loop turn.
+ *   what limits a broker (docs/performance.md); the cost is at most one loop turn.
  * - Backlog: every write Aedes makes goes through `conn.write`; it is wrapped to check
  *   `writableLength` after each call and drop the connection on the next tick when the unsent
  *   backlog exceeds `maxBacklogBytes` (deferred so the packet being written completes first).

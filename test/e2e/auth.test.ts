@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { verifyPassword } from '../../broker/auth.js';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
-import { startHarness, type Harness } from '../helpers/harness.js';
+import { startHarness, subscribeGranted, type Harness } from '../helpers/harness.js';
 import { connectFrom, connectTcp, disconnectedWithin, tempDir, writeAuthFile, type TestUser } from '../helpers/security.js';
 
 const USERS: TestUser[] = [
@@ -32,7 +32,7 @@ describe('logins with AUTH_FILE', () => {
   it('accepts good credentials and refuses a wrong password, an unknown user and anonymous clients', async () => {
     const port = h.bridge.mqttPort;
     const ok = await connectTcp(port, { clientId: 'cam-017.pub', username: 'cam-017', password: 'cam-017-pw' });
-    expect(ok.connected).toBe(true);
+    expect(await subscribeGranted(ok, ['devices/cam-017/result', 'devices/cam-018/result'])).toEqual([1, 128]);
     await ok.endAsync();
 
     await expect(connectTcp(port, { clientId: 'cam-017', username: 'cam-017', password: 'wrong' })).rejects.toThrow(/Bad username or password/i);
@@ -72,6 +72,7 @@ describe('anonymous clients next to AUTH_FILE', () => {
     const h = await startHarness({ AUTH_FILE: authFile });
     try {
       const anon = await connectTcp(h.bridge.mqttPort, { clientId: 'cam-anon' });
+      expect(await subscribeGranted(anon, ['devices/cam-anon/result'])).toEqual([1]);
       await anon.endAsync();
     } finally {
       await h.close();
@@ -159,7 +160,7 @@ describe('the service process', () => {
     expect(service.logs.find((l) => l.msg === 'auth file reloaded')).toMatchObject({ users: 3 });
 
     const added = await connectTcp(port, newUser);
-    expect(added.connected).toBe(true);
+    expect(await subscribeGranted(added, ['devices/cam-042/result'])).toEqual([1]);
     expect(await disconnectedWithin(existing, 200)).toBe(false);
     await existing.subscribeAsync('devices/cam-017/result'); // still a working session
     await added.endAsync();

@@ -12,12 +12,15 @@ describe('backoffDelayMs', () => {
   it('uses full jitter: anywhere from 0 to the cap', () => {
     expect(backoffDelayMs(3, opts, () => 0)).toBe(0);
     expect(backoffDelayMs(3, opts, () => 0.5)).toBe(200);
-    for (let i = 0; i < 1000; i += 1) {
-      const d = backoffDelayMs(4, opts);
+    const draws = Array.from({ length: 1000 }, () => backoffDelayMs(4, opts));
+    for (const d of draws) {
       expect(d).toBeGreaterThanOrEqual(0);
       expect(d).toBeLessThanOrEqual(800);
       expect(Number.isInteger(d)).toBe(true);
     }
+    // The draws span the whole range rather than sitting at the cap or at a fixed delay.
+    expect(Math.min(...draws)).toBeLessThan(100);
+    expect(Math.max(...draws)).toBeGreaterThan(700);
   });
 
   it('stays finite and capped for huge attempt numbers', () => {

@@ -19,7 +19,7 @@ export interface StepResult extends ReplyCounts {
   /** Replies per second over the sending window. */
   achievedRate: number;
   latencyMs: Latency;
-  /** Zero lost, no error replies and p99 under the bench's ceiling (250 ms). */
+  /** Zero lost, no error replies and p99 under the bench's ceiling (`p99LimitMs`). */
   passed: boolean;
   cpu: CpuShare;
   /** Resident memory of the system under test at the step's end, MB. */

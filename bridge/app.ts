@@ -133,7 +133,7 @@ async function openMqtt(
   return openExternal({ ...config, brokerUrl }, instanceId, { topic: `bridge/${instanceId}/status`, ...status }, onRequest, log);
 }
 
-/** Metrics, results, overload guard, scheduler, admin HTTP, status topics, then intake last. */
+/** Metrics, results, overload guard, scheduler, admin HTTP, intake, then `online` and the claim loop. */
 async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOptions): Promise<RunningBridge> {
   const { config, identity, log, closers, coordination, upstream, mqtt } = core;
   const { store } = coordination;
@@ -177,11 +177,9 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     intervalMs: options.metricsIntervalMs ?? DEFAULT_METRICS_INTERVAL_MS,
     logger: log,
   });
-  await status.online();
   closers.push('status', () => status.offline());
   shedder.start();
   closers.push('overload guard', () => shedder.stop());
-  scheduler.start();
   closers.push('scheduler', async () => {
     await scheduler.stop(config.shutdownGraceMs);
     await answerQueuedOnShutdown(store, results, log);
@@ -192,7 +190,11 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     await mqtt.quiesce();
     intake.stop();
   });
+  // Intake opens first: with the plant's broker, requests waiting in the session arrive on the
+  // same connection ahead of the status message's PUBACK, which waits behind their admission.
+  await status.online();
   closers.push('metrics snapshots', () => status.stopSnapshots());
+  scheduler.start();
   const { mqtt: mqttPort, mqttTls: mqttTlsPort, mqttWs: mqttWsPort } = mqtt.ports;
   log.info({ broker: mqtt.mode, mqttPort, mqttTlsPort, mqttWsPort, httpPort: admin.port, store: coordination.kind }, 'bridge ready');
 

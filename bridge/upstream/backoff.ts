@@ -1,6 +1,6 @@
-// Retry timing for upstream calls (RELIABILITY A13): honour the upstream's Retry-After,
-// otherwise exponential backoff with full jitter so a fleet of retries does not arrive
-// in lock-step after an upstream hiccup.
+// Retry timing for upstream calls: honour the upstream's Retry-After, otherwise exponential
+// backoff with full jitter so a fleet of retries does not arrive in lock-step after an
+// upstream hiccup.
 
 export interface BackoffOptions {
   baseMs: number;

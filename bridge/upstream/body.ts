@@ -1,3 +1,4 @@
+// The body sent upstream for a device request, chat or embeddings, and which endpoint it goes to.
 import {
   EMBEDDING_PASSTHROUGH_FIELDS,
   PASSTHROUGH_FIELDS,

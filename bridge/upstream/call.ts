@@ -28,8 +28,7 @@ export interface UpstreamCall {
   maxAttempts?: number;
   /**
    * Called before every HTTP request, 429 retries included (they count against rate limits
-   * too, RELIABILITY A13), with the 1-based number of that request. A throw stops the call
-   * and is rethrown as is.
+   * too), with the 1-based number of that request. A throw stops the call and is rethrown as is.
    */
   beforeAttempt?: (attempt: number) => Promise<void>;
   /**

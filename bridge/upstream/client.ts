@@ -1,7 +1,7 @@
 // The upstream layer's entry points. The scheduler only knows `UpstreamCall` →
 // `UpstreamResult` (or a BridgeError with a contract code); what happens in between — the
-// provider chain, breakers, key rotation, retries, 429s, deadlines — is chain.ts, and one
-// HTTP attempt against one provider is provider.ts.
+// provider chain, breakers, key rotation, retries, 429s, deadlines — is chain.ts (one call's
+// walk: chain-call.ts), and one HTTP attempt against one provider is provider.ts.
 import type { BackoffOptions } from './backoff.js';
 import { ProviderChain } from './chain.js';
 import type { Logger } from '../logger.js';

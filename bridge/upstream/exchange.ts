@@ -1,8 +1,8 @@
 // One HTTP exchange through undici's dispatch API, its whole body read into memory and the
 // whole of it bounded by a deadline. This replaces `pool.request()` + `body.text()` on the
 // request path: that route costs an AbortController, two abort listeners and a Readable body
-// stream per attempt (about 5 % of the bridge's CPU at 2 000 req/s), and a request still
-// waiting for a pooled socket cannot be given up on before it gets one.
+// stream per attempt, and a request still waiting for a pooled socket cannot be given up on
+// before it gets one.
 import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'node:http';
 

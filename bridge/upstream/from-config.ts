@@ -6,7 +6,8 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
 import type { UpstreamSettings } from '../config/config-file.js';
 import type { Logger } from '../logger.js';
-import { MemoryBreakerStore, RedisBreakerStore } from './breaker.js';
+import { RedisBreakerStore } from '../store/breaker-state.js';
+import { MemoryBreakerStore } from './breaker-memory.js';
 import { ProviderChain } from './chain.js';
 
 export function buildProviderChain(

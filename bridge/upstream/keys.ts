@@ -1,3 +1,4 @@
+// A provider's API keys: which one the next attempt uses, and which are cooling or refused.
 import { createHash } from 'node:crypto';
 
 /** One key's health, for logs and (later) metrics. */

@@ -1,6 +1,6 @@
 // One upstream provider: its settings, its own undici Pool (connection limit and timeouts)
 // and its key ring. `attempt` is ONE HTTP request against it, classified into an Outcome;
-// whether and where to retry is the chain's business (chain.ts).
+// whether and where to retry is the chain's business (chain-call.ts).
 import { Pool } from 'undici';
 import { BridgeError } from '../../contract/index.js';
 import { exchange } from './exchange.js';
@@ -151,7 +151,7 @@ export class Provider {
     const error = readError(scrub(text));
     const message = `upstream answered ${status}: ${scrub(error.message)}`;
     if (status === 429) {
-      // insufficient_quota does not clear with time (RELIABILITY A13): waiting is pointless.
+      // insufficient_quota does not clear with time: waiting is pointless.
       if (error.codes.includes('insufficient_quota')) return { kind: 'bad_key', status, message };
       return { kind: 'rate_limited', retryAfterMs: retryAfterMs(retryAfter, retryAfterMsHeader), message };
     }

@@ -1,5 +1,6 @@
 --[[ breaker: one provider's circuit, shared by every instance (bridge/upstream/breaker.ts
-describes the algorithm; MemoryBreakerStore there is the same thing in TypeScript).
+describes the algorithm; MemoryBreakerStore in bridge/upstream/breaker-memory.ts is the same
+thing in TypeScript; bridge/store/breaker-state.ts runs this script).
 KEYS[1] the provider's breaker hash
 ARGV[1] op: acquire | record | release      ARGV[2] now ms
 ARGV[3] cooldown ms   ARGV[4] probe lease ms

@@ -1,0 +1,130 @@
+// Circuit-breaker state as a store keeps it: the interface a provider's breaker asks, and its
+// Redis form, one hash per provider changed only by lua/breaker.lua, shared by every instance.
+import type { Redis } from 'ioredis';
+import { LuaScript } from './lua-script.js';
+import { redisKeys, type RedisKeys } from './redis-keys.js';
+
+export type CircuitState = 'closed' | 'open' | 'half-open';
+
+export interface BreakerConfig {
+  consecutiveFailures: number;
+  /** 0 < errorRate <= 1. */
+  errorRate: number;
+  windowMs: number;
+  minCalls: number;
+  /** BREAKER_COOLDOWN_MS. */
+  cooldownMs: number;
+  /** How long a granted probe may run before another caller may probe (its holder may have died). */
+  probeLeaseMs: number;
+}
+
+/** The store's answer to "may a call go to this provider now?". */
+export type Acquired =
+  | {
+      allowed: true;
+      state: CircuitState;
+      /** Set when this caller holds the half-open probe: pass it back to record/release. */
+      probe: string | undefined;
+      /** The state before, when this acquire changed it (open → half-open). */
+      from: CircuitState | undefined;
+    }
+  | { allowed: false; state: 'open' | 'half-open'; retryAt: number };
+
+export interface Recorded {
+  state: CircuitState;
+  /** The state before, when this record changed it. */
+  from: CircuitState | undefined;
+  /** Why it opened or closed. */
+  reason: string | undefined;
+  /** While open: until when. */
+  openUntil: number | undefined;
+}
+
+/** Where circuits live. Every call takes `now` from the caller, so all instances agree on time. */
+export interface BreakerStore {
+  /** The state lives outside this process, shared by every instance: each call is a round trip. */
+  readonly shared: boolean;
+  acquire(name: string, config: BreakerConfig, now: number): Promise<Acquired>;
+  /**
+   * `successes`: earlier successes of calls that held no probe, applied before this outcome
+   * (only while closed, as each on its own would be), so a batch keeps the order of outcomes.
+   */
+  record(
+    name: string,
+    config: BreakerConfig,
+    ok: boolean,
+    probe: string | undefined,
+    now: number,
+    successes?: number,
+  ): Promise<Recorded>;
+  /** Gives a probe back unused (the call stopped before its attempt ran). */
+  release(name: string, config: BreakerConfig, probe: string, now: number): Promise<void>;
+}
+
+const CODE_TO_STATE: Record<string, CircuitState> = { c: 'closed', o: 'open', h: 'half-open' };
+const fromCode = (code: string | undefined): CircuitState | undefined => (code ? CODE_TO_STATE[code] : undefined);
+
+/** breaker.lua's answer: state, allowed, probe token, retryAt or openUntil, from state, reason. */
+type ScriptReply = [string, number, string, number, string, string];
+
+const breakerScript = new LuaScript('breaker');
+
+/** Breakers shared by every instance on one Redis deployment prefix (key `{prefix}:breaker:{provider}`). */
+export class RedisBreakerStore implements BreakerStore {
+  readonly shared = true;
+  private readonly keys: RedisKeys;
+
+  constructor(
+    private readonly redis: Redis,
+    prefix: string,
+  ) {
+    this.keys = redisKeys(prefix);
+  }
+
+  async acquire(name: string, config: BreakerConfig, now: number): Promise<Acquired> {
+    const [state, allowed, token, retryAt, from] = await this.run('acquire', name, config, now, '0', '', 0);
+    if (allowed === 1) {
+      return { allowed: true, state: fromCode(state) ?? 'closed', probe: token === '' ? undefined : token, from: fromCode(from) };
+    }
+    return { allowed: false, state: state === 'h' ? 'half-open' : 'open', retryAt };
+  }
+
+  async record(
+    name: string,
+    config: BreakerConfig,
+    ok: boolean,
+    probe: string | undefined,
+    now: number,
+    successes = 0,
+  ): Promise<Recorded> {
+    const [state, , , until, from, reason] = await this.run('record', name, config, now, ok ? '1' : '0', probe ?? '', successes);
+    return {
+      state: fromCode(state) ?? 'closed',
+      from: fromCode(from),
+      reason: reason === '' ? undefined : reason,
+      openUntil: state === 'o' ? until : undefined,
+    };
+  }
+
+  async release(name: string, config: BreakerConfig, probe: string, now: number): Promise<void> {
+    await this.run('release', name, config, now, '0', probe, 0);
+  }
+
+  private async run(
+    op: string,
+    name: string,
+    c: BreakerConfig,
+    now: number,
+    ok: string,
+    probe: string,
+    successes: number,
+  ): Promise<ScriptReply> {
+    const raw = (await breakerScript.run(
+      this.redis,
+      [this.keys.breaker(name)],
+      [op, now, c.cooldownMs, c.probeLeaseMs, c.consecutiveFailures, c.errorRate, c.windowMs, c.minCalls, ok, probe, successes],
+    )) as unknown[];
+    const str = (i: number): string => (raw[i] === undefined || raw[i] === null ? '' : String(raw[i]));
+    return [str(0), Number(raw[1] ?? 0), str(2), Number(raw[3] ?? 0), str(4), str(5)];
+  }
+}

@@ -1,0 +1,24 @@
+// Waiting and checking that a shutdown cuts short: an aborted call fails as `unavailable`.
+import { shuttingDown } from './provider.js';
+
+export function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw shuttingDown();
+}
+
+export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(shuttingDown());
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(shuttingDown());
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -14,7 +14,7 @@ import type { Logger } from './logger.js';
 import { openEmbedded } from './mqtt/embedded.js';
 import { openExternal } from './mqtt/external.js';
 import type { MqttPort } from './mqtt/port.js';
-import { startAdmin } from './ops/admin.js';
+import { startAdmin, type AdminServer } from './ops/admin.js';
 import { adminApi } from './ops/admin-api.js';
 import { BridgeMetrics } from './ops/metrics.js';
 import { readiness } from './ops/readiness.js';
@@ -159,17 +159,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     metrics,
     shedder,
   );
-  const admin = await startAdmin({
-    host: config.httpHost,
-    port: config.httpPort,
-    adminToken: config.adminToken,
-    logger: log.child({ module: 'admin' }),
-    metrics,
-    readiness: (httpPort) =>
-      readiness({ instanceId: identity.instanceId, stopping: () => stopping, store: coordination, providers: () => upstream.health(), mqtt }, httpPort),
-    api: adminApi({ store, priorityOffsetsMs: config.priorityOffsetsMs, wake: () => scheduler.wake(), clientIds: () => mqtt.clientIds() }),
-  });
-  closers.push('admin', () => admin.close());
+  const admin = await openAdmin(core, metrics, scheduler, () => stopping);
   const status = new StatusTopics({
     ...identity,
     publish: mqtt.publish,
@@ -214,6 +204,32 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
       log.info('stopped');
     },
   };
+}
+
+/** The admin HTTP: /healthz, /readyz, /metrics and the operator API. */
+async function openAdmin(
+  { config, identity, log, closers, coordination, upstream, mqtt }: Core,
+  metrics: BridgeMetrics,
+  scheduler: Scheduler,
+  stopping: () => boolean,
+): Promise<AdminServer> {
+  const admin = await startAdmin({
+    host: config.httpHost,
+    port: config.httpPort,
+    adminToken: config.adminToken,
+    logger: log.child({ module: 'admin' }),
+    metrics,
+    readiness: (httpPort) =>
+      readiness({ instanceId: identity.instanceId, stopping, store: coordination, providers: () => upstream.health(), mqtt }, httpPort),
+    api: adminApi({
+      store: coordination.store,
+      priorityOffsetsMs: config.priorityOffsetsMs,
+      wake: () => scheduler.wake(),
+      clientIds: () => mqtt.clientIds(),
+    }),
+  });
+  closers.push('admin', () => admin.close());
+  return admin;
 }
 
 /** Load shedding at admission: event-loop delay, pending admissions and, when set, queue wait. */

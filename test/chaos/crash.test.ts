@@ -1,6 +1,6 @@
 // Chaos: SIGKILL the service under load, restart it on the same MQTT port, and check that
-// every request the broker acknowledged is still answered (CONTRACT guarantee 1; RELIABILITY
-// A6 "stalled jobs", A7 Jepsen total-queue: lost = acknowledged but never answered).
+// every request the broker acknowledged is still answered (docs/CONTRACT.md guarantee 1;
+// stalled jobs are taken over; lost = acknowledged but never answered).
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';

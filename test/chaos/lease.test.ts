@@ -1,4 +1,4 @@
-// Chaos: lock leases (CONTRACT guarantee 6; RELIABILITY A1, A3, A4). (a) a holder whose work
+// Chaos: lock leases (docs/CONTRACT.md guarantee 6). (a) a holder whose work
 // outlives one lease keeps its lock by renewing it; (b) a holder that stops renewing (SIGSTOP)
 // loses the lock once its lease runs out, the next grant carries a larger fence, and the
 // stopped holder starts no further attempt when it wakes up.

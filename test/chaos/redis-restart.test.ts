@@ -1,5 +1,4 @@
-// Chaos: Redis restarts under load (RELIABILITY A3 "delayed restarts"/AOF, A6 production
-// notes, A14). A private redis-server with AOF fsync'd on every write keeps its data across
+// Chaos: Redis restarts under load (a delayed restart, AOF on). A private redis-server with AOF fsync'd on every write keeps its data across
 // the restart on the same port; the service must answer every acknowledged request with
 // `ok` or `unavailable` (never silence), refuse readiness while Redis is away, and serve
 // again once it is back, without a restart of its own.

@@ -1,5 +1,5 @@
 -- The upstream's rolling-window budget: kCalls is a sorted set of calls (member seq:tokens,
--- score = time), kTokens their token sum. Exact "at most N in any window" (RELIABILITY A13).
+-- score = time), kTokens their token sum. Exact "at most N in any window".
 -- A budget is opened once per script, tried per call in Lua, and written back once.
 
 local function openBudget(kCalls, kTokens, now, windowMs)

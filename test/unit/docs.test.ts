@@ -1,9 +1,11 @@
 // The user-facing docs say what the code does: the error tables list exactly the contract's
-// codes, and the documented MQTT 5 PUBACK reason of each code is the one the bridge sends.
+// codes, the documented MQTT 5 PUBACK reason of each code is the one the bridge sends, and
+// the configuration table lists exactly the variables the bridge reads.
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { VARIABLES } from '../../bridge/config/config.js';
 import { ERROR_CODES, pubackReasonOf } from '../../contract/index.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -42,5 +44,12 @@ describe('docs', () => {
       expect(contract).toMatch(new RegExp(`${codes.map((c) => `\`${c}\``).join('[^→]*')}[^→]*→ ${hex}`));
       for (const code of codes) expect(pubackReasonOf(code as (typeof ERROR_CODES)[number]), code).toBe(reason);
     }
+  });
+
+  it('list every variable the bridge reads, and no other, in the configuration table', () => {
+    const table = read('docs/configuration.md').split('\n## ')[1] ?? '';
+    const rows = table.split('\n').filter((line) => line.startsWith('| `'));
+    const documented = rows.flatMap((row) => [...(row.split(' | ')[0] ?? '').matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((m) => m[1] as string));
+    expect(documented.sort()).toEqual([...VARIABLES].sort());
   });
 });

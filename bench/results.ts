@@ -26,6 +26,8 @@ export interface StepResult extends ReplyCounts {
   rssMb: number;
   /** The bridge's `queue_full` refusals by its overload guards in this step, by reason (its /metrics). */
   shed?: Record<string, number>;
+  /** Systems on Redis: Redis commands (those inside scripts included) and Redis CPU µs per answered request, and the busiest commands. */
+  redis?: { commands: number; cpuUs: number; top: Record<string, number> };
 }
 
 export interface OverloadResult extends ReplyCounts {

@@ -6,6 +6,7 @@ import { CpuMeter, cpuSeconds, rssMb } from '../proc.js';
 import type { StepResult } from '../results.js';
 import { endProgress, log, progress, sum } from './console.js';
 import { MIX, P99_LIMIT_MS, type Plan } from './plan.js';
+import { redisPerRequest } from './redis-stats.js';
 import { countsSince } from './shed.js';
 import type { Sut } from './systems.js';
 import type { Upstream } from './upstream.js';
@@ -77,7 +78,8 @@ function logStep(sut: Sut, rate: number, step: StepResult): void {
   const perRequestUs = step.achievedRate > 0 ? Math.round(((step.cpu[sut.role] ?? 0) / step.achievedRate) * 1e6) : 0;
   log(
     `${sut.label} @ ${rate}: ${step.passed ? 'pass' : 'FAIL'}  ${step.achievedRate} replies/s  p50 ${step.latencyMs.p50} p99 ${step.latencyMs.p99} ms` +
-      `  lost ${step.lost}  errors ${JSON.stringify(step.errors)}${step.shed ? `  shed ${JSON.stringify(step.shed)}` : ''}  cpu ${JSON.stringify(step.cpu)}  ${perRequestUs} µs/req  rss ${step.rssMb} MB`,
+      `  lost ${step.lost}  errors ${JSON.stringify(step.errors)}${step.shed ? `  shed ${JSON.stringify(step.shed)}` : ''}  cpu ${JSON.stringify(step.cpu)}  ${perRequestUs} µs/req  rss ${step.rssMb} MB` +
+      (step.redis ? `\n  redis per request: ${step.redis.commands} commands, ${step.redis.cpuUs} µs CPU; ${JSON.stringify(step.redis.top)}` : ''),
   );
 }
 
@@ -91,11 +93,19 @@ export async function drainBacklog(s: Session, what: string): Promise<void> {
 export async function measureStep(s: Session, rate: number): Promise<StepResult> {
   const { sut, plan } = s;
   const shedBefore = await sut.shed?.();
+  const commandsBefore = await sut.redisCommands?.();
   s.meter.begin();
   const summary = await runLoad(s, rate, plan.stepS, plan.waitMs, plan.leadS);
   const step = toStep(summary, s.meter.end(), sessionRss(s));
   endProgress();
   if (sut.shed && shedBefore) step.shed = countsSince(shedBefore, await sut.shed());
+  if (sut.redisCommands && commandsBefore) {
+    // Over the lead-in and the step alike, as the CPU figures are.
+    const answered = step.answered + Math.round(step.achievedRate * plan.leadS);
+    const cpu = { cores: step.cpu.redis ?? 0, perS: step.achievedRate };
+    const perRequest = redisPerRequest(commandsBefore, await sut.redisCommands(), cpu, answered);
+    if (perRequest) step.redis = perRequest;
+  }
   logStep(sut, rate, step);
   s.steps.push(step);
   if (!step.passed) {

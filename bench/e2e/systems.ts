@@ -9,6 +9,7 @@ import { startPlant } from '../plant.js';
 import { cpuSeconds } from '../proc.js';
 import type { SystemId } from '../results.js';
 import { distFile } from './console.js';
+import { commandCalls, type CommandCalls } from './redis-stats.js';
 import { shedCounts } from './shed.js';
 import type { Upstream } from './upstream.js';
 
@@ -26,6 +27,8 @@ export interface Sut {
   cpu: Record<string, () => number>;
   /** Our bridge's overload refusals so far, by reason (the other systems have none). */
   shed?: () => Promise<Record<string, number>>;
+  /** Systems on Redis: the commands Redis has run so far. */
+  redisCommands?: () => Promise<CommandCalls>;
   stop(): Promise<void>;
 }
 
@@ -138,6 +141,7 @@ function onRedis(kind: RedisSystem): Starter {
       ports: deployment.ports,
       cpu: { redis: redisCpu.read, ...deployment.cpu },
       ...(kind.script ? {} : { shed: () => shedCounts(services) }),
+      redisCommands: () => commandCalls(admin),
       async stop() {
         redisCpu.stop();
         await deployment.stop();

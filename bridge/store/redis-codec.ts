@@ -19,8 +19,31 @@ export function cacheValue(answer: CachedAnswer, ttlMs: number, now: number): st
 export function usageArgs(record: UsageRecord): LuaArg[] {
   return [record.deviceId, record.model, record.priority, record.promptTokens, record.completionTokens, record.costUsd, USAGE_KEEP_MS];
 }
-export const USAGE_DIMENSIONS: Record<string, UsageDimension> = { d: 'byDevice', m: 'byModel', p: 'byPriority' };
-export const USAGE_METRICS: Record<string, UsageMetric> = { r: 'requests', p: 'promptTokens', c: 'completionTokens', usd: 'costUsd' };
+const USAGE_DIMENSIONS: Record<string, UsageDimension> = { d: 'byDevice', m: 'byModel', p: 'byPriority' };
+const USAGE_METRICS: Record<string, UsageMetric> = { r: 'requests', p: 'promptTokens', c: 'completionTokens', usd: 'costUsd' };
+
+/**
+ * One usage field as (dimension, name, metric) triples: `device TAB model TAB priority TAB
+ * metric` counts under all three dimensions (the model may hold a tab: it is what lies between
+ * the device and the priority); `dimension TAB name TAB metric` is the older, one-dimension form.
+ */
+export function usageEntries(field: string): Array<[UsageDimension, string, UsageMetric]> {
+  const parts = field.split('\t');
+  const metric = USAGE_METRICS[parts.at(-1) ?? ''];
+  if (!metric) return [];
+  if (parts.length === 3) {
+    const dimension = USAGE_DIMENSIONS[parts[0] ?? ''];
+    return dimension ? [[dimension, parts[1] ?? '', metric]] : [];
+  }
+  if (parts.length < 4) return [];
+  const [device = '', ...rest] = parts.slice(0, -1);
+  const priority = rest.pop() ?? '';
+  return [
+    ['byDevice', device, metric],
+    ['byModel', rest.join('\t'), metric],
+    ['byPriority', priority, metric],
+  ];
+}
 
 /** An admission script's answer: its outcome, then the reply, wait or cache entry where it has one. */
 export function toAdmitResult([kind, detail]: [string, string?], script: string): AdmitResult {

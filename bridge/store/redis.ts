@@ -13,8 +13,7 @@ import {
   toClaimResult,
   toJobs,
   usageArgs,
-  USAGE_DIMENSIONS,
-  USAGE_METRICS,
+  usageEntries,
 } from './redis-codec.js';
 import { addMetric, emptyReport, hourOf, hoursBetween } from './usage-report.js';
 import type {
@@ -306,10 +305,7 @@ export class RedisStore implements Store {
     const results = (await this.guard(pipeline.exec())) ?? [];
     for (const [, fields] of results) {
       for (const [field, value] of Object.entries((fields ?? {}) as Record<string, string>)) {
-        const [dim, name, metric] = field.split('\t');
-        const dimension = USAGE_DIMENSIONS[dim ?? ''];
-        const key = USAGE_METRICS[metric ?? ''];
-        if (dimension && key && name !== undefined) addMetric(report, dimension, name, key, Number(value));
+        for (const [dimension, name, metric] of usageEntries(field)) addMetric(report, dimension, name, metric, Number(value));
       }
     }
     return report;

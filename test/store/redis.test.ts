@@ -1,6 +1,7 @@
 // The Redis store: the Store contract, and what only it does (one hash tag, many connections).
 import { afterAll, describe, expect, it } from 'vitest';
 import { RedisStore } from '../../bridge/store/redis.js';
+import { redisKeys } from '../../bridge/store/redis-keys.js';
 import type { Store } from '../../bridge/store/types.js';
 import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
 import { describeStoreContract, makeJob } from './store-contract.js';
@@ -43,6 +44,27 @@ describe('redis store', () => {
     const keys = await redis.keys(`*${prefix}*`);
     expect(keys.length).toBeGreaterThan(3);
     for (const key of keys) expect(key.startsWith(`{${prefix}}:`)).toBe(true);
+    await deletePrefix(redis, prefix);
+  });
+
+  it('counts usage in four fields per call, and still reads an hour written in the older one-dimension form', async () => {
+    const prefix = uniquePrefix('usage');
+    const store = new RedisStore(redis, { prefix });
+    const now = Date.now();
+    const hour = Math.floor(now / 3_600_000) * 3_600_000;
+    const record = { deviceId: 'cam-1', model: 'gpt\tx', priority: 'high' as const, promptTokens: 10, completionTokens: 5, costUsd: 0.25 };
+    await store.recordUsage(record, now);
+    await store.recordUsage({ ...record, costUsd: 0 }, now);
+    const key = redisKeys(prefix).usage(String(hour));
+    expect(Object.keys(await redis.hgetall(key)).sort()).toEqual(['c', 'p', 'r', 'usd'].map((m) => `cam-1\tgpt\tx\thigh\t${m}`));
+    expect(await redis.pttl(key)).toBeGreaterThan(7 * 24 * 3_600_000);
+    await redis.hset(redisKeys(prefix).usage(String(hour - 3_600_000)), 'd\tcam-1\tr', '3', 'm\told-model\tr', '3', 'p\thigh\tr', '3');
+    const report = await store.usage(hour - 3_600_000, now);
+    expect(report.byDevice['cam-1']).toEqual({ requests: 5, promptTokens: 20, completionTokens: 10, costUsd: 0.25 });
+    expect(report.byModel['gpt\tx']).toEqual({ requests: 2, promptTokens: 20, completionTokens: 10, costUsd: 0.25 });
+    expect(report.byModel['old-model']?.requests).toBe(3);
+    expect(report.byPriority.high?.requests).toBe(5);
+    expect(report.total.requests).toBe(5);
     await deletePrefix(redis, prefix);
   });
 });

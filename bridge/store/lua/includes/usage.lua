@@ -1,12 +1,11 @@
--- One answered call added to an hour's totals, under device, model and priority. Fields are
--- dimension TAB name TAB metric (r requests, p prompt tokens, c completion tokens, usd cost).
+-- One answered call added to an hour's totals: one field per (device, model, priority) and
+-- metric, device TAB model TAB priority TAB metric (r requests, p prompt tokens, c completion
+-- tokens, usd cost), so a call costs three or four increments; a report adds the
+-- combinations up by dimension. The hour's key gets its expiry with each new combination.
 local function addUsage(key, device, model, priority, prompt, completion, usd, keepMs)
-  for _, dim in ipairs({ {'d', device}, {'m', model}, {'p', priority} }) do
-    local base = dim[1] .. '\t' .. dim[2] .. '\t'
-    rcall('HINCRBY', key, base .. 'r', 1)
-    rcall('HINCRBY', key, base .. 'p', prompt)
-    rcall('HINCRBY', key, base .. 'c', completion)
-    rcall('HINCRBYFLOAT', key, base .. 'usd', usd)
-  end
-  rcall('PEXPIRE', key, keepMs)
+  local base = device .. '\t' .. model .. '\t' .. priority .. '\t'
+  if rcall('HINCRBY', key, base .. 'r', 1) == 1 then rcall('PEXPIRE', key, keepMs) end
+  rcall('HINCRBY', key, base .. 'p', prompt)
+  rcall('HINCRBY', key, base .. 'c', completion)
+  if tonumber(usd) ~= 0 then rcall('HINCRBYFLOAT', key, base .. 'usd', usd) end
 end

@@ -1,11 +1,15 @@
 // One instance's share of a store scenario: admit its jobs, claim whatever the shared queue
 // holds and complete it, until every instance has admitted everything and the queue is empty.
-import type { ClaimOptions, Store } from '../../bridge/store/types.js';
+import type { ClaimedJob, ClaimOptions, ExpiredJob, Store } from '../../bridge/store/types.js';
 import { DONE, LEASE_MS, LIMITS, RATE, type Sizes } from './options.js';
-import { jobFor, replyFor } from './workload.js';
+import { jobFor, replyFor, requestBookkeeping } from './workload.js';
 
-/** serial: every call awaited in turn (batching off); batched: many calls in flight at once. */
-export type Mode = 'serial' | 'batched';
+/**
+ * serial: every call awaited in turn (batching off); batched: many calls in flight at once;
+ * request: batched, each job taking a request's whole store path as the bridge does (cache
+ * key, coalescing step, recorded reply, completion with cache entry, end of flight and usage).
+ */
+export type Mode = 'serial' | 'batched' | 'request';
 
 export interface Share {
   /** Indices of the jobs this instance admits: first, first + step, ... below total. */
@@ -47,7 +51,9 @@ class Instance {
 
   private async admitOne(i: number): Promise<void> {
     const now = Date.now();
-    const result = await this.store.admit(jobFor(i, this.sizes.devices, now), LIMITS, now);
+    const job = jobFor(i, this.sizes.devices, now);
+    if (this.mode === 'request') job.cacheKey = `bench-${this.share.first}-${i}`;
+    const result = await this.store.admit(job, LIMITS, now);
     if (result.kind !== 'queued') throw new Error(`admit of job ${i} answered ${result.kind}`);
     this.result.admitted += 1;
   }
@@ -62,13 +68,27 @@ class Instance {
       return false;
     }
     const complete = (job: (typeof finished)[number]) => this.store.complete(job, replyFor(job, Date.now()), DONE, Date.now());
-    if (this.mode === 'serial') {
+    if (this.mode === 'request') {
+      await this.requestPath(jobs, expired);
+    } else if (this.mode === 'serial') {
       for (const job of finished) await complete(job);
     } else {
       await Promise.all(finished.map(complete));
     }
     this.result.completed += finished.length;
     return true;
+  }
+
+  /** What the bridge asks of the store for claimed jobs: one coalescing step for the claim, then per job record and complete. */
+  private async requestPath(jobs: ClaimedJob[], expired: ExpiredJob[]): Promise<void> {
+    const flights = jobs.flatMap((job) => (job.cacheKey === undefined ? [] : [{ cacheKey: job.cacheKey, jobKey: job.key }]));
+    if (flights.length > 0) await this.store.lead(flights, LEASE_MS, Date.now());
+    const finish = async (job: ClaimedJob): Promise<void> => {
+      const reply = replyFor(job, Date.now());
+      await this.store.recordReply(job, reply, job.owner);
+      await this.store.complete(job, reply, { ...DONE, ...requestBookkeeping(job) }, Date.now());
+    };
+    await Promise.all([...jobs.map(finish), ...expired.map((job) => this.store.complete(job, replyFor(job, Date.now()), DONE, Date.now()))]);
   }
 
   /** Claims until every instance has admitted everything and the queue is empty. */

@@ -43,6 +43,8 @@ export interface ServerSnapshot {
   evalshaCalls: number;
   evalshaUsec: number;
   commands: number;
+  /** Every command Redis ran, those inside scripts included (INFO commandstats). */
+  allCalls: number;
 }
 
 export async function serverSnapshot(admin: Redis): Promise<ServerSnapshot> {
@@ -53,6 +55,7 @@ export async function serverSnapshot(admin: Redis): Promise<ServerSnapshot> {
     evalshaCalls: num(/^cmdstat_evalsha:calls=(\d+)/m),
     evalshaUsec: num(/^cmdstat_evalsha:calls=\d+,usec=(\d+)/m),
     commands: num(/^total_commands_processed:(\d+)/m),
+    allCalls: [...info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].reduce((total, m) => (m[1] === 'info' ? total : total + Number(m[2])), 0),
   };
 }
 

@@ -18,6 +18,7 @@ export const SCENARIOS: Scenario[] = [
   { name: 'redis x1 serial', store: 'redis', instances: 1, mode: 'serial', autoPipelining: false, processes: false },
   { name: 'redis x1 batched', store: 'redis', instances: 1, mode: 'batched', autoPipelining: false, processes: false },
   { name: 'redis x1 batched+autopipe', store: 'redis', instances: 1, mode: 'batched', autoPipelining: true, processes: false },
+  { name: 'redis x1 request path', store: 'redis', instances: 1, mode: 'request', autoPipelining: true, processes: false },
   { name: 'redis x2 serial (2 procs)', store: 'redis', instances: 2, mode: 'serial', autoPipelining: false, processes: true },
   { name: 'redis x2 batched (2 procs)', store: 'redis', instances: 2, mode: 'batched', autoPipelining: false, processes: true },
   { name: 'redis x2 batched+autopipe (2 procs)', store: 'redis', instances: 2, mode: 'batched', autoPipelining: true, processes: true },
@@ -50,6 +51,10 @@ export interface Row {
   redisCpuShare: number | undefined;
   /** Server-side EVALSHA cost (script run time), µs per job. */
   evalshaUsecPerJob: number | undefined;
+  /** Every command Redis ran per job, those inside scripts included. */
+  serverCommandsPerJob: number | undefined;
+  /** Redis main-thread CPU per job, µs. */
+  redisCpuUsPerJob: number | undefined;
   /** Node CPU (user + system) of the benchmark's instance processes, as a share of wall time. */
   clientCpuShare: number;
   /** All CPUs of the machine busy during the run (1 = every core saturated; others' load counts too). */
@@ -92,6 +97,8 @@ export function toRow(s: Scenario, jobs: number, m: Measured): Row {
     emptyClaims: sum('emptyClaims'),
     redisCpuShare: serverSide ? round((after.cpuS - before.cpuS) / seconds, 2) : undefined,
     evalshaUsecPerJob: serverSide ? round((after.evalshaUsec - before.evalshaUsec) / jobs, 1) : undefined,
+    serverCommandsPerJob: serverSide ? round((after.allCalls - before.allCalls) / jobs, 1) : undefined,
+    redisCpuUsPerJob: serverSide ? round(((after.cpuS - before.cpuS) / jobs) * 1e6, 1) : undefined,
     clientCpuShare: round(m.clientCpuS / seconds, 2),
     machineCpuShare: m.machineBusyShare,
   };

@@ -24,7 +24,7 @@ export async function machine(redisUrl: string): Promise<Machine> {
   return { cpus: os.availableParallelism(), cpu, node: process.version, redis: redisVersion, platform: `${os.platform()} ${os.release()}` };
 }
 
-const HEAD = ['scenario', 'jobs', 'seconds', 'jobs/s', 'Redis calls/job', 'writes/job', 'empty claims', 'Redis CPU', 'evalsha µs/job', 'client CPU', 'machine CPU'];
+const HEAD = ['scenario', 'jobs', 'seconds', 'jobs/s', 'Redis calls/job', 'writes/job', 'empty claims', 'Redis CPU', 'evalsha µs/job', 'Redis cmds/job', 'Redis CPU µs/job', 'client CPU', 'machine CPU'];
 
 const percent = (share: number | undefined) => (share === undefined ? '-' : `${Math.round(share * 100)}%`);
 
@@ -39,6 +39,8 @@ function cells(r: Row): string[] {
     String(r.emptyClaims),
     percent(r.redisCpuShare),
     r.evalshaUsecPerJob === undefined ? '-' : String(r.evalshaUsecPerJob),
+    r.serverCommandsPerJob === undefined ? '-' : String(r.serverCommandsPerJob),
+    r.redisCpuUsPerJob === undefined ? '-' : String(r.redisCpuUsPerJob),
     percent(r.clientCpuShare),
     percent(r.machineCpuShare),
   ];

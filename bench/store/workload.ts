@@ -2,7 +2,7 @@
 // completed with: realistic sizes and shapes, so the store's cost per job is what traffic pays.
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../bridge/config/config.js';
 import type { InferRequest, Priority, Reply } from '../../contract/index.js';
-import { jobKey, type Job } from '../../bridge/store/types.js';
+import { jobKey, type CompleteOptions, type Job } from '../../bridge/store/types.js';
 
 /** A mixed priority stream, interleaved, so the queue orders work as it does under real traffic. */
 const PRIORITY_MIX: Priority[] = ['critical', ...Array<Priority>(3).fill('high'), ...Array<Priority>(12).fill('normal'), ...Array<Priority>(4).fill('low')];
@@ -71,5 +71,16 @@ export function replyFor(job: Job, now: number): Reply {
     attempts: 1,
     priority: job.priority,
     timing: { queued_ms: now - job.arrivalMs, upstream_ms: 412, total_ms: now - job.arrivalMs + 412 },
+  };
+}
+
+/** A request's completion bookkeeping, as the scheduler builds it: its cache entry, the end of its flight, its usage. */
+export function requestBookkeeping(job: Job): Pick<CompleteOptions, 'cache' | 'unlead' | 'usage'> {
+  if (job.cacheKey === undefined) return {};
+  const answer = { model: 'gpt-4o-mini-2024-07-18', content: 'Yes: within the normal range.', finish_reason: 'stop' as const };
+  return {
+    cache: { key: job.cacheKey, answer, ttlMs: 300_000 },
+    unlead: job.cacheKey,
+    usage: { deviceId: job.deviceId, model: 'gpt-4o-mini', priority: job.priority, promptTokens: 61, completionTokens: 24, costUsd: 0.00002 },
   };
 }

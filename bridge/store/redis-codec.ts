@@ -114,3 +114,15 @@ export function parseRecorded(raw: string | undefined): Reply {
   if (raw === undefined) throw new BridgeError('internal', 'a recorded reply is missing');
   return JSON.parse(raw) as Reply;
 }
+
+/** The idempotency record's reply while it is done and fresh (includes/admission.lua writes it). */
+export function freshRecordedReply(raw: string | null, now: number): Reply | undefined {
+  if (raw === null || !raw.startsWith('d')) return undefined;
+  const bar = raw.indexOf('|');
+  return Number(raw.slice(1, bar)) > now ? parseReply(raw.slice(bar + 1)) : undefined;
+}
+
+/** The same from a record an older version wrote as a hash (state, exp, reply). */
+export function freshOldRecordedReply([state, exp, reply]: Array<string | null>, now: number): Reply | undefined {
+  return state === 'done' && Number(exp) > now && reply ? parseReply(reply) : undefined;
+}

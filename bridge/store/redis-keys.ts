@@ -22,7 +22,7 @@
 //   {p}:pause      string upstream paused until (ms), after a 429
 //   {p}:seq        string counter for members
 //   {p}:dlq        list   dead-letter entries (JSON {job, reply, atMs})
-//   {p}:idem:{deviceId}/{id}  hash  state pending|done, exp, reply — the idempotency record
+//   {p}:idem:{deviceId}/{id}  string  'p' (pending) or 'd<exp>|<reply>' — the idempotency record
 //   {p}:dev:{deviceId}        zset  the device's admissions in the last minute
 //   {p}:cache:{sha256}        string  expiresAt|answer JSON of a successful answer (PX = CACHE_TTL_S)
 //   {p}:flight:{sha256}       hash  coalescing: leader job key and the followers waiting on it

@@ -6,8 +6,9 @@ import { LuaScript, type LuaArg } from './lua-script.js';
 import { lockId, redisKeys, type RedisKeys } from './redis-keys.js';
 import {
   cacheValue,
+  freshOldRecordedReply,
+  freshRecordedReply,
   parseRecorded,
-  parseReply,
   readCached,
   toAdmitResult,
   toClaimResult,
@@ -220,8 +221,13 @@ export class RedisStore implements Store {
   }
 
   async storedReply(key: string, now: number): Promise<Reply | undefined> {
-    const [state, exp, reply] = await this.guard(this.redis.hmget(this.keys.idem(key), 'state', 'exp', 'reply'));
-    return state === 'done' && Number(exp) > now && reply ? parseReply(reply) : undefined;
+    const idem = this.keys.idem(key);
+    try {
+      return freshRecordedReply(await this.redis.get(idem), now);
+    } catch (err) {
+      if (!(err instanceof Error && err.message.startsWith('WRONGTYPE'))) return this.guard(Promise.reject(err));
+      return freshOldRecordedReply(await this.guard(this.redis.hmget(idem, 'state', 'exp', 'reply')), now);
+    }
   }
 
   async queueDepth(): Promise<QueueDepth> {

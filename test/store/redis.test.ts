@@ -47,6 +47,24 @@ describe('redis store', () => {
     await deletePrefix(redis, prefix);
   });
 
+  it('keeps the idempotency record in one string, and honours a record an older version wrote as a hash', async () => {
+    const prefix = uniquePrefix('idem');
+    const store = new RedisStore(redis, { prefix });
+    const keys = redisKeys(prefix);
+    const now = Date.now();
+    const limits = { deviceRpm: 10, queueMax: 10 };
+    const fresh = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'normal', arrivalMs: now });
+    expect((await store.admit(fresh, limits, now)).kind).toBe('queued');
+    expect(await redis.get(keys.idem(fresh.key))).toBe('p');
+    const reply = { id: 'old-1', ok: false as const, error: { code: 'expired' as const, message: 'old' } };
+    await redis.hset(keys.idem('cam-1/old-1'), 'state', 'done', 'exp', String(now + 60_000), 'reply', JSON.stringify(reply));
+    await redis.hset(keys.idem('cam-1/old-2'), 'state', 'pending');
+    expect(await store.admit(makeJob({ deviceId: 'cam-1', id: 'old-1', priority: 'normal', arrivalMs: now }), limits, now)).toEqual({ kind: 'duplicate_done', reply });
+    expect(await store.storedReply('cam-1/old-1', now)).toEqual(reply);
+    expect((await store.admit(makeJob({ deviceId: 'cam-1', id: 'old-2', priority: 'normal', arrivalMs: now }), limits, now)).kind).toBe('duplicate_pending');
+    await deletePrefix(redis, prefix);
+  });
+
   it('counts usage in four fields per call, and still reads an hour written in the older one-dimension form', async () => {
     const prefix = uniquePrefix('usage');
     const store = new RedisStore(redis, { prefix });

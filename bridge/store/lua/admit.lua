@@ -1,7 +1,7 @@
 --[[ admit: idempotency record + device quota + QUEUE_MAX + enqueue, as one step; then, when
 the instance asks, a claim (claim.lua's, for this instance) and the admitted job's first
 coalescing step, so a request that finds the instance idle costs one round trip, not three.
-KEYS[1] idem:{jobKey}  hash state (pending|done), exp (ms), reply (JSON)
+KEYS[1] idem:{jobKey}  the idempotency record (includes/admission.lua)
 KEYS[2] dev:{deviceId} sorted set of this device's admissions (member seq, score time)
 KEYS[3] queue    KEYS[4] jobs     KEYS[5] place    KEYS[6] deadlines
 KEYS[7] depth    KEYS[8] seq
@@ -46,10 +46,7 @@ if waiting >= tonumber(ARGV[9]) then return {'queue_full'} end
 
 local seq = rcall('INCR', KEYS[8])
 countAdmission(KEYS[2], seq, now, windowMs)
--- An expired 'done' record would keep its old reply field beside the new state.
-rcall('DEL', KEYS[1])
-rcall('HSET', KEYS[1], 'state', 'pending')
-rcall('PEXPIRE', KEYS[1], ARGV[11])
+markPending(KEYS[1], ARGV[11])
 rcall('HSET', KEYS[4], key, ARGV[2])
 local member = string.format('%016d', seq) .. '|' .. ARGV[5] .. '|' .. ARGV[6] .. '|' .. ARGV[7] .. '|' .. key
 enqueue(KEYS[3], KEYS[5], KEYS[6], KEYS[7], ARGV[3], ARGV[4], member)

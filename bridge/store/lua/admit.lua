@@ -1,6 +1,7 @@
 --[[ admit: idempotency record + device quota + QUEUE_MAX + enqueue, as one step; then, when
 the instance asks, a claim (claim.lua's, for this instance) and the admitted job's first
 coalescing step, so a request that finds the instance idle costs one round trip, not three.
+When nothing else waits, the admitted job is claimed without passing through the queue.
 KEYS[1] idem:{jobKey}  the idempotency record (includes/admission.lua)
 KEYS[2] dev:{deviceId} sorted set of this device's admissions (member seq, score time)
 KEYS[3] queue    KEYS[4] jobs     KEYS[5] place    KEYS[6] deadlines
@@ -49,8 +50,10 @@ countAdmission(KEYS[2], seq, now, windowMs)
 markPending(KEYS[1], ARGV[11])
 rcall('HSET', KEYS[4], key, ARGV[2])
 local member = string.format('%016d', seq) .. '|' .. ARGV[5] .. '|' .. ARGV[6] .. '|' .. ARGV[7] .. '|' .. key
-enqueue(KEYS[3], KEYS[5], KEYS[6], KEYS[7], ARGV[3], ARGV[4], member)
-if ARGV[13] == '' then return {'queued'} end
+if ARGV[13] == '' then
+  enqueue(KEYS[3], KEYS[5], KEYS[6], KEYS[7], ARGV[3], ARGV[4], member)
+  return {'queued'}
+end
 
 local c = cached and 11 or 9
 local K = {
@@ -60,8 +63,16 @@ local K = {
   recorded = KEYS[c + 9],
 }
 local leaseMs = tonumber(ARGV[15])
-local claimed, expired, retryAt, keys = claimJobs(K, ARGV[13], tonumber(ARGV[14]), leaseMs,
-  tonumber(ARGV[16]), tonumber(ARGV[17]), now, tonumber(ARGV[18]))
+local rpm, tpm, rateWindowMs = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
+local claimed, expired, retryAt, keys
+if waiting == 0 and ARGV[6] == '-' and (ARGV[4] == '' or tonumber(ARGV[4]) > now) then
+  local job = { key = key, data = ARGV[2], score = ARGV[3], deadline = ARGV[4], member = member, tokens = tonumber(ARGV[7]) }
+  claimed, expired, retryAt, keys = claimAdmitted(K, ARGV[13], leaseMs, rpm, tpm, now, rateWindowMs, job)
+end
+if not claimed then
+  enqueue(KEYS[3], KEYS[5], KEYS[6], KEYS[7], ARGV[3], ARGV[4], member)
+  claimed, expired, retryAt, keys = claimJobs(K, ARGV[13], tonumber(ARGV[14]), leaseMs, rpm, tpm, now, rateWindowMs)
+end
 local leadKind, leadValue = '', ''
 if cached then
   for _, k in ipairs(keys) do

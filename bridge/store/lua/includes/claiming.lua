@@ -22,7 +22,11 @@ local function claimJobs(K, owner, max, leaseMs, rpm, tpm, now, windowMs)
   if #due > 0 then
     local gone = {}
     for _, key in ipairs(due) do
-      if dequeue(K.queue, K.parked, K.place, K.deadlines, K.depth, key) then gone[#gone + 1] = key end
+      if dequeue(K.queue, K.parked, K.place, K.deadlines, K.depth, key) then
+        gone[#gone + 1] = key
+      else
+        rcall('ZREM', K.deadlines, key) -- not waiting: its entry must not come back every claim
+      end
     end
     local data, attempts, recorded = hmget(K.jobs, gone, ''), hmget(K.attempts, gone, '0'), hmget(K.recorded, gone, '')
     for i = 1, #gone do

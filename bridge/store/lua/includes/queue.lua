@@ -24,11 +24,12 @@ local function unlock(kLocks, kParked, kQueue, kPlace, lockId, key)
 end
 
 -- Takes a job out of the ready queue or from behind its lock, wherever it waits.
--- Returns true when it was waiting.
+-- Returns true when it was waiting. Only a waiting job has a deadline entry (a claim removes
+-- it), so one that is not waiting costs a single read.
 local function dequeue(kQueue, kParked, kPlace, kDeadlines, kDepth, key)
   local place = rcall('HGET', kPlace, key)
-  rcall('ZREM', kDeadlines, key)
   if not place then return false end
+  rcall('ZREM', kDeadlines, key)
   local member = string.sub(place, 2)
   if string.sub(place, 1, 1) == 'q' then
     rcall('ZREM', kQueue, member)

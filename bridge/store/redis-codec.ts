@@ -64,9 +64,9 @@ export function toAdmitResult([kind, detail]: [string, string?], script: string)
   }
 }
 
-/** A cache entry (`expiresAt|answer JSON`) while it is fresh. */
+/** A cache entry (`expiresAt|answer JSON`) while it is fresh; a coalescing flight (`F…`) holds no answer. */
 export function readCached(raw: string | null, now: number): CachedAnswer | undefined {
-  if (raw === null) return undefined;
+  if (raw === null || raw.startsWith('F')) return undefined;
   const bar = raw.indexOf('|');
   return Number(raw.slice(0, bar)) > now ? (JSON.parse(raw.slice(bar + 1)) as CachedAnswer) : undefined;
 }

@@ -24,8 +24,8 @@
 //   {p}:dlq        list   dead-letter entries (JSON {job, reply, atMs})
 //   {p}:idem:{deviceId}/{id}  string  'p' (pending) or 'd<exp>|<reply>' — the idempotency record
 //   {p}:dev:{deviceId}        zset  the device's admissions in the last minute
-//   {p}:cache:{sha256}        string  expiresAt|answer JSON of a successful answer (PX = CACHE_TTL_S)
-//   {p}:flight:{sha256}       hash  coalescing: leader job key and the followers waiting on it
+//   {p}:cache:{sha256}        string  expiresAt|answer JSON of a successful answer (PX = CACHE_TTL_S),
+//                             or, until there is one, the coalescing flight: F<leader job key>|<lease end>
 //   {p}:usage:{hour}          hash  token and cost totals of one hour (by device, model, priority)
 //   {p}:breaker:{provider}    hash  the provider's circuit state, shared by every instance
 //   {p}:instances             pub/sub channel (not a key) every instance stays subscribed
@@ -58,7 +58,8 @@ export function redisKeys(prefix: string) {
     idem: (jobKey: string) => `${p}:idem:${jobKey}`,
     device: (deviceId: string) => `${p}:dev:${deviceId}`,
     cache: (hash: string) => `${p}:cache:${hash}`,
-    flight: (hash: string) => `${p}:flight:${hash}`,
+    /** The same key as the cache entry: the answer replaces the flight in one write. */
+    flight: (hash: string) => `${p}:cache:${hash}`,
     usage: (hour: string) => `${p}:usage:${hour}`,
     breaker: (provider: string) => `${p}:breaker:${provider}`,
     instances: `${p}:instances`,

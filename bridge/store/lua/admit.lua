@@ -6,7 +6,7 @@ KEYS[1] idem:{jobKey}  the idempotency record (includes/admission.lua)
 KEYS[2] dev:{deviceId} sorted set of this device's admissions (member seq, score time)
 KEYS[3] queue    KEYS[4] jobs     KEYS[5] place    KEYS[6] deadlines
 KEYS[7] depth    KEYS[8] seq
-With ARGV[12] = '1' (the job has a cache key): KEYS[9] cache:{cacheKey}  KEYS[10] flight:{cacheKey}
+With ARGV[12] = '1' (the job has a cache key): KEYS[9] cache:{cacheKey}  KEYS[10] its flight (the same key)
 With a claim, the next ten: parked, attempts, leases, owners, locks, fences, calls,
 call tokens, pause, recorded.
 ARGV[1] job key  ARGV[2] job JSON  ARGV[3] score  ARGV[4] deadline ms or ''

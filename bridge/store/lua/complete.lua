@@ -47,7 +47,8 @@ if ARGV[7] ~= '' then
   nextKey = nextKey + 1
 end
 if ARGV[9] == '1' then
-  endFlight(KEYS[nextKey], key)
+  -- A cached answer has just replaced the flight.
+  if ARGV[7] == '' then endFlight(KEYS[nextKey], key) end
   nextKey = nextKey + 1
 end
 if ARGV[10] == '1' then

@@ -1,9 +1,10 @@
 --[[ lead: coalescing in one step, for every job of a claim at once. For each job: the
 cached answer if there is one by now; else makes the job the one calling the upstream for
 its cache key unless a live leader exists. Values carry their expiry (cache: expiresAt|answer
-JSON; flight: jobKey|expiresAt), compared with `now`; PX is a backstop. Jobs are handled in
-order, so of two identical ones in one call the first leads.
-KEYS[2i-1] cache:{cacheKey of job i}  KEYS[2i] flight:{cacheKey of job i}
+JSON; flight: F jobKey|expiresAt, in the same key until the answer replaces it), compared with
+`now`; PX is a backstop. Jobs are handled in order, so of two identical ones in one call the
+first leads.
+KEYS[2i-1] cache:{cacheKey of job i}  KEYS[2i] its flight (the same key)
 ARGV[1] lease ms  ARGV[2] now ms  ARGV[2+i] job i's key
 Returns, flat, per job: 'answer', answer JSON | 'leader', the leader's job key.
 ]]

@@ -1,17 +1,21 @@
--- Ends a coalescing flight, only the leader's own (flight value: leader job key | lease end).
+-- The coalescing flight lives in the cache entry's own key (value: 'F' leader job key | lease
+-- end) until the leader's answer replaces it, so a leader that caches its answer has nothing
+-- else to end.
+
+-- Ends a coalescing flight, only the leader's own.
 local function endFlight(flightKey, jobKey)
   local current = rcall('GET', flightKey)
-  if current and string.match(current, '^(.*)|%d+$') == jobKey then rcall('DEL', flightKey) end
+  if current and string.match(current, '^F(.*)|%d+$') == jobKey then rcall('DEL', flightKey) end
 end
 
 -- Makes `jobKey` the one job calling the upstream for a cache key unless another live job
--- already is (flight value: leader job key | lease end). Returns the leader's job key.
+-- already is (or a fresh answer is cached: the caller looked first). Returns the leader's job key.
 local function takeFlight(kFlight, jobKey, leaseMs, now)
   local current = rcall('GET', kFlight)
   if current then
-    local holder, expires = string.match(current, '^(.*)|(%d+)$')
-    if holder ~= jobKey and tonumber(expires) > now then return holder end
+    local holder, expires = string.match(current, '^F(.*)|(%d+)$')
+    if holder and holder ~= jobKey and tonumber(expires) > now then return holder end
   end
-  rcall('SET', kFlight, jobKey .. '|' .. tostring(now + leaseMs), 'PX', leaseMs + 60000)
+  rcall('SET', kFlight, 'F' .. jobKey .. '|' .. tostring(now + leaseMs), 'PX', leaseMs + 60000)
   return jobKey
 end

@@ -66,7 +66,7 @@ local leaseMs = tonumber(ARGV[15])
 local rpm, tpm, rateWindowMs = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
 local claimed, expired, retryAt, keys
 if waiting == 0 and ARGV[6] == '-' and (ARGV[4] == '' or tonumber(ARGV[4]) > now) then
-  local job = { key = key, data = ARGV[2], score = ARGV[3], deadline = ARGV[4], member = member, tokens = tonumber(ARGV[7]) }
+  local job = { key = key, data = ARGV[2], score = ARGV[3], deadline = ARGV[4], member = member, tokens = tonumber(ARGV[7]), seq = seq }
   claimed, expired, retryAt, keys = claimAdmitted(K, ARGV[13], leaseMs, rpm, tpm, now, rateWindowMs, job)
 end
 if not claimed then

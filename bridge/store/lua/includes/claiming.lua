@@ -115,7 +115,7 @@ end
 -- The admitted job itself, claimed straight away when nothing else waits (no job queued or
 -- parked, so it is the head of the queue), it names no lock and its deadline is ahead: what
 -- claimJobs would do for it, without first putting it in the queue and taking it out again.
--- `job`: key, data, score, deadline ('' for none), member, tokens. Returns claimJobs' four
+-- `job`: key, data, score, deadline ('' for none), member, tokens, seq. Returns claimJobs' four
 -- results, or nil when the ordinary path must decide (the upstream is paused, no budget).
 local function claimAdmitted(K, owner, leaseMs, rpm, tpm, now, windowMs, job)
   if tonumber(rcall('GET', K.pause) or '0') > now then return nil end
@@ -123,6 +123,7 @@ local function claimAdmitted(K, owner, leaseMs, rpm, tpm, now, windowMs, job)
   if not tryBudget(budget, job.tokens, rpm, tpm) then return nil end
   rcall('ZADD', K.leases, now + leaseMs, job.key)
   rcall('HSET', K.owners, job.key, packOwner(owner, '', job.score, job.deadline, job.member))
-  local callIds = closeBudget(budget, K.calls, K.callTokens, K.seq, now, windowMs)
+  -- The admission's seq names the call too: it is unique in the same counter.
+  local callIds = closeBudget(budget, K.calls, K.callTokens, K.seq, now, windowMs, job.seq)
   return {job.data, '0', '', callIds[1], ''}, {}, '', {job.key}
 end

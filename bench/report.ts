@@ -57,12 +57,15 @@ function formatErrors(errors: Record<string, number>, shed?: Record<string, numb
   return parts.length === 0 ? 'none' : parts.join(' · ');
 }
 
-/** maxRate over echo's maxRate, `0.27×`; `—` for echo itself and when there is no echo to divide by. */
-function formatRatio(system: SystemResult, systems: readonly SystemResult[]): string {
-  if (system.id === 'echo') return DASH;
-  const echo = systems.find((s) => s.id === 'echo');
-  if (echo === undefined || !(echo.maxRate > 0)) return DASH;
-  return `${formatFixed(system.maxRate / echo.maxRate, 2)}×`;
+/**
+ * maxRate over the maxRate of `reference` (echo, the bare handler, the BullMQ-built bridge) in
+ * the same run, `0.27×`; `—` for the reference itself and when it is not in the run.
+ */
+function formatRatio(system: SystemResult, systems: readonly SystemResult[], reference: SystemResult['id']): string {
+  if (system.id === reference) return DASH;
+  const other = systems.find((s) => s.id === reference);
+  if (other === undefined || !(other.maxRate > 0)) return DASH;
+  return `${formatFixed(system.maxRate / other.maxRate, 2)}×`;
 }
 
 // A newline would end the heading or the table row.
@@ -97,6 +100,8 @@ function mainTable(r: BenchResults): string {
     'system',
     'max req/s',
     'vs echo',
+    'vs (h)',
+    'vs (q)',
     'p50 overhead ms',
     'p95 overhead ms',
     'p99 overhead ms',
@@ -106,12 +111,14 @@ function mainTable(r: BenchResults): string {
   const rows = r.systems.map((s) => [
     s.label,
     formatInt(s.maxRate),
-    formatRatio(s, r.systems),
+    formatRatio(s, r.systems, 'echo'),
+    formatRatio(s, r.systems, 'handler'),
+    formatRatio(s, r.systems, 'bullmq'),
     ...overheadCells(s.overheadAt1000Ms),
     formatCpu(s.cpuAtMax),
     formatInt(s.rssMb),
   ]);
-  return table(headers, ['l', 'r', 'r', 'r', 'r', 'r', 'l', 'r'], rows);
+  return table(headers, ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l', 'r'], rows);
 }
 
 function notes(r: BenchResults): string {

@@ -78,6 +78,8 @@ describe('formatReport', () => {
       'echo (generator only)',
       '30 000',
       '—',
+      '—',
+      '—',
       '1.2',
       '3.0',
       '7.5',
@@ -86,6 +88,15 @@ describe('formatReport', () => {
     ]);
     expect(row(md, 'bridge, memory store').slice(1, 3)).toEqual(['8 000', '0.27×']);
     expect(row(md, 'bridge, Redis store').slice(1, 3)).toEqual(['3 000', '0.10×']);
+  });
+
+  it('divides each max rate by the bare handler’s and the BullMQ-built bridge’s of the same run', () => {
+    const md = formatReport(
+      results([system('handler', 'handler', 4_000), system('bullmq', 'bullmq', 2_000), system('redis', 'redis', 3_000)]),
+    );
+    expect(row(md, 'redis').slice(1, 5)).toEqual(['3 000', '—', '0.75×', '1.50×']);
+    expect(row(md, 'bullmq').slice(3, 5)).toEqual(['0.50×', '—']);
+    expect(row(md, 'handler').slice(3, 5)).toEqual(['—', '2.00×']);
   });
 
   it('keeps the systems in the document’s order', () => {

@@ -43,7 +43,7 @@ export interface IdleFleet {
   close(): Promise<void>;
 }
 
-export const IDLE_DEFAULTS = {
+const IDLE_DEFAULTS = {
   prefix: 'sim',
   concurrency: 200,
   keepaliveS: 300,

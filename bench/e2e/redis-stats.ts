@@ -13,15 +13,13 @@ export async function commandCalls(admin: Redis): Promise<CommandCalls> {
   return calls;
 }
 
-/** What a step cost Redis per answered request: every command, the busiest ones, and CPU. */
-export function redisPerRequest(
-  before: CommandCalls,
-  after: CommandCalls,
-  /** Redis' CPU over the step, in cores, and the step's replies per second. */
-  cpu: { cores: number; perS: number },
-  answered: number,
-): StepResult['redis'] {
-  if (answered <= 0 || cpu.perS <= 0) return undefined;
+/**
+ * What a step cost Redis per answered request: every command, the busiest ones, and CPU. The
+ * command counts span the step's lead-in and its replies, as its `answered` and its CPU do.
+ */
+export function redisOfStep(step: Pick<StepResult, 'answered' | 'achievedRate' | 'cpu'>, before: CommandCalls, after: CommandCalls): StepResult['redis'] {
+  const { answered, achievedRate } = step;
+  if (answered <= 0 || achievedRate <= 0) return undefined;
   const delta = Object.entries(after)
     // The bench's own INFO polling is not the system's work.
     .filter(([name]) => name !== 'info')
@@ -31,7 +29,8 @@ export function redisPerRequest(
   const round = (n: number): number => Math.round(n * 100) / 100;
   return {
     commands: round(delta.reduce((total, [, perRequest]) => total + perRequest, 0)),
-    cpuUs: Math.round((cpu.cores / cpu.perS) * 1e6),
+    // Cores over replies per second: µs per reply, as the system's own µs/req.
+    cpuUs: Math.round(((step.cpu.redis ?? 0) / achievedRate) * 1e6),
     top: Object.fromEntries(delta.slice(0, 12).map(([name, perRequest]) => [name, round(perRequest)])),
   };
 }

@@ -6,7 +6,7 @@ import { CpuMeter, cpuSeconds, rssMb } from '../proc.js';
 import type { StepResult } from '../results.js';
 import { endProgress, log, progress, sum } from './console.js';
 import { MIX, P99_LIMIT_MS, type Plan } from './plan.js';
-import { redisPerRequest } from './redis-stats.js';
+import { redisOfStep } from './redis-stats.js';
 import { countsSince } from './shed.js';
 import type { Sut } from './systems.js';
 import type { Upstream } from './upstream.js';
@@ -100,10 +100,7 @@ export async function measureStep(s: Session, rate: number): Promise<StepResult>
   endProgress();
   if (sut.shed && shedBefore) step.shed = countsSince(shedBefore, await sut.shed());
   if (sut.redisCommands && commandsBefore) {
-    // Over the lead-in and the step alike, as the CPU figures are.
-    const answered = step.answered + Math.round(step.achievedRate * plan.leadS);
-    const cpu = { cores: step.cpu.redis ?? 0, perS: step.achievedRate };
-    const perRequest = redisPerRequest(commandsBefore, await sut.redisCommands(), cpu, answered);
+    const perRequest = redisOfStep(step, commandsBefore, await sut.redisCommands());
     if (perRequest) step.redis = perRequest;
   }
   logStep(sut, rate, step);

@@ -2,11 +2,11 @@
 // a stack (closers.ts); stop, or a start that fails half-way, runs the stack in reverse.
 import { randomBytes } from 'node:crypto';
 import type { Broker } from '../broker/broker.js';
-import type { RequestHandler } from '../contract/index.js';
+import { PRIORITIES, topics, type Priority, type RequestHandler } from '../contract/index.js';
 import { Closers } from './closers.js';
 import type { Config } from './config/config.js';
 import { upstreamSettings } from './config/config-file.js';
-import { openCoordination, type Coordination } from './coordination.js';
+import { memoryCoordination, openCoordination, type Coordination } from './coordination.js';
 import { IntakeGate } from './intake/gate.js';
 import { Intake } from './intake/intake.js';
 import { LoadShedder } from './intake/overload.js';
@@ -97,9 +97,7 @@ export async function startBridge(
 }
 
 async function openStore(config: Config, log: Logger, closers: Closers, store: Store | undefined): Promise<Coordination> {
-  const coordination: Coordination = store
-    ? { kind: 'memory', store, plugins: undefined, healthy: () => true, instances: () => 1, close: async () => {} }
-    : await openCoordination(config, log);
+  const coordination = store ? memoryCoordination(store) : await openCoordination(config, log);
   closers.push('store', async () => {
     await coordination.store.close();
     await coordination.close();
@@ -130,7 +128,7 @@ async function openMqtt(
     );
   }
   const status = { online: statusMessage('online', instanceId, since), offline: statusMessage('offline', instanceId, since) };
-  return openExternal({ ...config, brokerUrl }, instanceId, { topic: `bridge/${instanceId}/status`, ...status }, onRequest, log);
+  return openExternal({ ...config, brokerUrl }, instanceId, { topic: topics.status(instanceId), ...status }, onRequest, log);
 }
 
 /** Metrics, results, overload guard, scheduler, admin HTTP, intake, then `online` and the claim loop. */
@@ -142,7 +140,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     queueDepth: () => store.queueDepth(),
     inFlight: (): number => scheduler.inFlight,
     providers: () => upstream.health(),
-    connectedClients: () => mqtt.clientIds().length,
+    connectedClients: () => mqtt.clientCount(),
     refusals: () => mqtt.refusals(),
   });
   const results = new Results(mqtt.publish, metrics);
@@ -250,6 +248,8 @@ function buildShedder({ config, coordination, log }: Core, metrics: BridgeMetric
 
 function openIntake({ config, coordination, log }: Core, results: Results, shedder: LoadShedder, scheduler: Scheduler): Intake {
   const { routing, cache, embeddingModel } = config.file;
+  // A priority's route is part of its requests' cache key: serialised once, not per request.
+  const routes = Object.fromEntries(PRIORITIES.map((p) => [p, JSON.stringify(routing[p] ?? null)])) as Record<Priority, string>;
   return new Intake({
     config,
     store: coordination.store,
@@ -262,7 +262,7 @@ function openIntake({ config, coordination, log }: Core, results: Results, shedd
       defaultModel: config.upstreamModel,
       defaultEmbeddingModel: embeddingModel,
     },
-    routeOf: (priority) => JSON.stringify(routing[priority] ?? null),
+    routeOf: (priority) => routes[priority],
     dispatch: scheduler,
   });
 }

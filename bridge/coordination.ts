@@ -29,12 +29,17 @@ export interface Coordination {
 
 const CONNECT_TIMEOUT_MS = 10_000;
 
+/** One instance on an in-process store (no REDIS_URL, or a store a test supplies). */
+export function memoryCoordination(store: Store): Coordination {
+  return { kind: 'memory', store, plugins: undefined, healthy: () => true, instances: () => 1, close: async () => {} };
+}
+
 export async function openCoordination(
   config: Pick<Config, 'redisUrl' | 'redisPrefix' | 'brokerUrl'>,
   logger: Logger,
 ): Promise<Coordination> {
   if (config.redisUrl === undefined) {
-    return { kind: 'memory', store: new MemoryStore(), plugins: undefined, healthy: () => true, instances: () => 1, close: async () => {} };
+    return memoryCoordination(new MemoryStore());
   }
   const log = logger.child({ module: 'redis' });
   const redis = new Redis(config.redisUrl, {

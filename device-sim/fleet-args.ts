@@ -1,5 +1,5 @@
-// device-sim's command line: one table of options, each read into the fleet's arguments
-// (with its default), then the option checks; a bad value is a UsageError naming the option.
+// device-sim's command line: each option read into the fleet's arguments (with its default),
+// then the option checks; a bad value is a UsageError naming the option.
 import { parseArgs } from 'node:util';
 import { UsageError } from '../contract/index.js';
 import { checkFleetOptions, FLEET_DEFAULTS, type FleetOptions } from './fleet-options.js';
@@ -17,8 +17,11 @@ export interface FleetArgs extends FleetOptions {
 const MAX_WORKERS = 64;
 const MAX_IDLE = 1_000_000;
 
-/** Reads one option's raw value (undefined when absent) into the fields it sets. */
-type Reader = (raw: string | undefined, flag: string) => Partial<FleetArgs>;
+/** The options that take a value (and --json). */
+const STRING_OPTIONS = [
+  'mix', 'qos', 'seed', 'url', 'devices', 'rate', 'duration', 'reply-timeout', 'connect-concurrency',
+  'prefix', 'idle', 'workers', 'username', 'password', 'questions',
+] as const;
 
 function parseNumber(option: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined) return fallback;
@@ -27,49 +30,27 @@ function parseNumber(option: string, raw: string | undefined, fallback: number):
   return n;
 }
 
-const readMix: Reader = (raw) => {
-  let mix: Mix;
+function readMix(raw: string | undefined): Mix {
   try {
-    mix = parseMix(raw ?? FLEET_DEFAULTS.mix);
+    return parseMix(raw ?? FLEET_DEFAULTS.mix);
   } catch (err) {
     throw new UsageError(`--mix: ${err instanceof Error ? err.message : String(err)}`);
   }
-  return { mix };
-};
+}
 
-const readSeed: Reader = (raw, flag) => {
+function readSeed(raw: string | undefined): Pick<FleetArgs, 'seed'> {
   if (raw === undefined) return {};
-  const seed = parseNumber(flag, raw, 0);
+  const seed = parseNumber('seed', raw, 0);
   if (!Number.isInteger(seed)) throw new UsageError(`--seed: must be an integer, got "${raw}"`);
   return { seed };
-};
+}
 
-const readQuestions: Reader = (raw, flag) => {
+function readQuestions(raw: string | undefined): Pick<FleetArgs, 'questions'> {
   if (raw === undefined) return {};
-  const n = parseNumber(flag, raw, 1);
+  const n = parseNumber('questions', raw, 1);
   if (!Number.isInteger(n) || n < 1) throw new UsageError(`--questions: must be a positive integer, got "${raw}"`);
   return { questions: n };
-};
-
-// Read in this order, so with several bad options the one named is always the same.
-const OPTIONS: ReadonlyArray<readonly [flag: string, read: Reader]> = [
-  ['mix', readMix],
-  ['qos', (raw, flag) => ({ qos: parseNumber(flag, raw, FLEET_DEFAULTS.qos) as FleetOptions['qos'] })],
-  ['seed', readSeed],
-  ['url', (raw) => ({ url: raw ?? FLEET_DEFAULTS.url })],
-  ['devices', (raw, flag) => ({ devices: parseNumber(flag, raw, FLEET_DEFAULTS.devices) })],
-  ['rate', (raw, flag) => ({ rate: parseNumber(flag, raw, FLEET_DEFAULTS.rate) })],
-  ['duration', (raw, flag) => ({ durationS: parseNumber(flag, raw, FLEET_DEFAULTS.durationS) })],
-  // Seconds on the command line, milliseconds in the options.
-  ['reply-timeout', (raw, flag) => ({ replyTimeoutMs: parseNumber(flag, raw, FLEET_DEFAULTS.replyTimeoutMs / 1000) * 1000 })],
-  ['connect-concurrency', (raw, flag) => ({ connectConcurrency: parseNumber(flag, raw, FLEET_DEFAULTS.connectConcurrency) })],
-  ['prefix', (raw) => ({ prefix: raw ?? FLEET_DEFAULTS.prefix })],
-  ['idle', (raw, flag) => ({ idle: parseNumber(flag, raw, 0) })],
-  ['workers', (raw, flag) => ({ workers: parseNumber(flag, raw, 0) })],
-  ['username', (raw) => (raw === undefined ? {} : { username: raw })],
-  ['password', (raw) => (raw === undefined ? {} : { password: raw })],
-  ['questions', readQuestions],
-];
+}
 
 /**
  * Parses device-sim's command line (without the node and script entries), applies the
@@ -77,11 +58,28 @@ const OPTIONS: ReadonlyArray<readonly [flag: string, read: Reader]> = [
  */
 export function parseFleetArgs(argv: readonly string[]): FleetArgs {
   const values = readCommandLine(argv);
-  const fields = OPTIONS.map(([flag, read]) => {
-    const raw = values[flag];
-    return read(typeof raw === 'string' ? raw : undefined, flag);
-  });
-  const opts = Object.assign({ json: values.json === true }, ...fields) as FleetArgs;
+  const raw = (flag: string): string | undefined => (typeof values[flag] === 'string' ? (values[flag] as string) : undefined);
+  const num = (flag: string, fallback: number): number => parseNumber(flag, raw(flag), fallback);
+  // Read in this order, so with several bad options the one named is always the same.
+  const opts: FleetArgs = {
+    json: values.json === true,
+    mix: readMix(raw('mix')),
+    qos: num('qos', FLEET_DEFAULTS.qos) as FleetOptions['qos'],
+    ...readSeed(raw('seed')),
+    url: raw('url') ?? FLEET_DEFAULTS.url,
+    devices: num('devices', FLEET_DEFAULTS.devices),
+    rate: num('rate', FLEET_DEFAULTS.rate),
+    durationS: num('duration', FLEET_DEFAULTS.durationS),
+    // Seconds on the command line, milliseconds in the options.
+    replyTimeoutMs: num('reply-timeout', FLEET_DEFAULTS.replyTimeoutMs / 1000) * 1000,
+    connectConcurrency: num('connect-concurrency', FLEET_DEFAULTS.connectConcurrency),
+    prefix: raw('prefix') ?? FLEET_DEFAULTS.prefix,
+    idle: num('idle', 0),
+    workers: num('workers', 0),
+    ...(raw('username') === undefined ? {} : { username: raw('username') as string }),
+    ...(raw('password') === undefined ? {} : { password: raw('password') as string }),
+    ...readQuestions(raw('questions')),
+  };
   const problem = checkFleetOptions(opts) ?? checkRunMode(opts);
   if (problem !== null) throw new UsageError(problem);
   return opts;
@@ -94,7 +92,7 @@ function readCommandLine(argv: readonly string[]): Record<string, string | boole
       strict: true,
       allowPositionals: false,
       options: {
-        ...Object.fromEntries(OPTIONS.map(([flag]) => [flag, { type: 'string' as const }])),
+        ...Object.fromEntries(STRING_OPTIONS.map((flag) => [flag, { type: 'string' as const }])),
         json: { type: 'boolean' },
       },
     }).values;

@@ -31,6 +31,7 @@ export async function openEmbedded(
     publish: broker.publish,
     connected: () => true,
     clientIds: () => [...clients.keys()],
+    clientCount: () => clients.size,
     refusals: () => broker.refusals,
     ports: {
       mqtt: broker.mqttPort,

@@ -32,12 +32,19 @@ export interface BrokerConnection {
   unsubscribe(): Promise<void>;
 }
 
+/** The bridge's own retained status: `offline` is the Will, `online` is sent on every connect. */
+export interface StatusMessages {
+  topic: string;
+  online: Buffer;
+  offline: Buffer;
+}
+
 export interface ConnectionOptions {
   clientId: string;
   /** The shared-subscription filter. */
   filter: string;
   /** Set on one connection per instance: its status Will, and `online` published on every connect. */
-  status?: { topic: string; online: Buffer; offline: Buffer } | undefined;
+  status?: StatusMessages | undefined;
   onRequest: RequestHandler;
   admissions: AdmissionCount;
   log: Logger;

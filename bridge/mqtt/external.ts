@@ -5,21 +5,21 @@
 // session, and the broker delivers it again when the same client id comes back.
 import type { Logger } from 'pino';
 import { topics, type Publish, type RequestHandler } from '../../contract/index.js';
-import { AdmissionCount, openConnection, redactUrl, type BrokerConnection, type ExternalBrokerOptions } from './external-connection.js';
+import {
+  AdmissionCount,
+  openConnection,
+  redactUrl,
+  type BrokerConnection,
+  type ExternalBrokerOptions,
+  type StatusMessages,
+} from './external-connection.js';
 import type { MqttPort } from './port.js';
 
-export type { ExternalBrokerOptions } from './external-connection.js';
+export type { ExternalBrokerOptions, StatusMessages } from './external-connection.js';
 
 export interface ExternalOptions extends ExternalBrokerOptions {
   /** Connections per instance: admissions run in parallel across them, one at a time on each. */
   brokerConnections: number;
-}
-
-/** The bridge's own retained status: `offline` is the Will, `online` is sent on every connect. */
-export interface StatusMessages {
-  topic: string;
-  online: Buffer;
-  offline: Buffer;
 }
 
 export interface ExternalPort extends MqttPort {
@@ -84,6 +84,7 @@ export async function openExternal(
     publish,
     connected: () => connections.every((c) => c.ready()),
     clientIds: () => [],
+    clientCount: () => 0,
     refusals: () => ({ publish: 0, subscribe: 0, connect: 0 }),
     ports: {},
     reloadAuth: () => log.info('AUTH_FILE does not apply with BROKER_URL: the broker authenticates devices'),

@@ -10,6 +10,8 @@ export interface MqttPort {
   connected(): boolean;
   /** MQTT clients connected to this instance (embedded only; the plant's broker knows its own). */
   clientIds(): string[];
+  /** How many of them, without listing them (metrics read it at every scrape). */
+  clientCount(): number;
   /** Refused operations, for metrics (embedded only: the plant's broker refuses its own). */
   refusals(): { publish: number; subscribe: number; connect: number };
   /** Ports this instance listens on for MQTT (none with an external broker). */

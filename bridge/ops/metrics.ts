@@ -26,7 +26,7 @@ import {
 import { registerOverload, registerRequests, registerWork, type OverloadMetrics, type RequestMetrics, type WorkMetrics } from './metrics-observed.js';
 import { registerBrokerState, registerWorkState } from './metrics-scraped.js';
 
-export { CIRCUIT_VALUE, STORE_SCRAPE_TIMEOUT_MS, withTimeout, type MetricsSources } from './metrics-common.js';
+export { STORE_SCRAPE_TIMEOUT_MS, type MetricsSources } from './metrics-common.js';
 
 export interface MetricsSnapshot {
   instance: string;

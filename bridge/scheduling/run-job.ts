@@ -6,7 +6,7 @@ import type { Coalescer } from '../coalescing/coalescer.js';
 import { lazyChild, type LazyLog, type Logger } from '../logger.js';
 import { leaseTooShort, type HeldLease } from '../recovery/leases.js';
 import { answerBookkeeping, type Bookkeeping, type Completion } from '../results/completion.js';
-import { answerFields, errorReply, okReply } from '../results/replies.js';
+import { errorReply, okReply } from '../results/replies.js';
 import type { ClaimedJob, Lead, Store } from '../store/types.js';
 import { buildUpstreamBody } from '../upstream/body.js';
 import type { UpstreamCall, UpstreamResult } from '../upstream/client.js';
@@ -95,7 +95,7 @@ export class JobRunner {
     const { job } = entry;
     const result = await this.deps.upstream.call(this.upstreamCall(entry, log));
     this.deps.observer.answered(result);
-    const reply = okReply(job, answerFields(result), {
+    const reply = okReply(job, result, {
       cached: false,
       attempts: job.attempts + result.attempts,
       claimedAt,

@@ -169,13 +169,10 @@ export class RedisStore implements Store {
   async complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void> {
     const k = this.keys;
     const owner = 'owner' in job && typeof job.owner === 'string' ? job.owner : '';
-    // As data: a replayed dead letter must not carry the recorded reply of its first life.
-    const { recordedReply: _recorded, ...data } = job as ExpiredJob;
-    const entry: DeadLetter = { job: data, reply, atMs: now };
     const keys = [
       k.idem(job.key), k.jobs, k.attempts, k.leases, k.owners, k.locks, k.parked, k.queue, k.place, k.dlq, k.deadlines, k.depth, k.recorded,
     ];
-    const args: LuaArg[] = [job.key, JSON.stringify(reply), options.ttlS * 1000, now, owner, options.deadLetter ? JSON.stringify(entry) : ''];
+    const args: LuaArg[] = [job.key, JSON.stringify(reply), options.ttlS * 1000, now, owner, options.deadLetter ? deadLetterEntry(job, reply, now) : ''];
     // complete.lua reads the optional keys in this order: cache, flight, usage.
     const { cache, unlead, usage } = options;
     if (cache) keys.push(k.cache(cache.key));
@@ -334,4 +331,10 @@ export class RedisStore implements Store {
       throw new BridgeError('unavailable', `cannot reach Redis: ${err instanceof Error ? err.message : String(err)}`);
     }
   }
+}
+
+/** A dead-letter entry: the job as data (a replayed one must not carry the recorded reply of its first life). */
+function deadLetterEntry(job: Job, reply: Reply, now: number): string {
+  const { recordedReply: _recorded, ...data } = job as ExpiredJob;
+  return JSON.stringify({ job: data, reply, atMs: now } satisfies DeadLetter);
 }

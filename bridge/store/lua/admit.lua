@@ -35,10 +35,12 @@ local rcall = redis.call
 local key, now = ARGV[1], tonumber(ARGV[10])
 local windowMs = 60000
 local cached = ARGV[12] == '1'
+local cacheValue -- the cache key as read: nothing in this script writes it before takeFlight
 local refused = screen(KEYS[1], KEYS[2], tonumber(ARGV[8]), now, windowMs)
 if refused then return refused end
 if cached then
-  local answer = freshAnswer(KEYS[9], now)
+  local answer
+  answer, cacheValue = freshAnswer(KEYS[9], now)
   if answer then return {'cached', answer} end
 end
 local waiting = 0
@@ -78,7 +80,7 @@ if cached then
   for _, k in ipairs(keys) do
     if k == key then
       -- No cached answer (checked above): only the flight is left to take.
-      leadKind, leadValue = 'leader', takeFlight(KEYS[10], key, leaseMs, now)
+      leadKind, leadValue = 'leader', takeFlight(KEYS[10], key, leaseMs, now, cacheValue)
       break
     end
   end

@@ -10,7 +10,7 @@ ARGV[6] dead-letter entry JSON, or '' to keep none
 The answer's bookkeeping rides along, so a request costs one round trip here, not four. The
 keys that follow are present only for what is asked, in this order:
 ARGV[7] cache value ('' = none) with ARGV[8] its ttl ms: KEYS[next] cache:{hash}
-ARGV[9] '1' = end this job's coalescing flight: KEYS[next] flight:{hash}
+ARGV[9] '1' = end this job's coalescing flight: KEYS[next] its key (the cache key)
 ARGV[10] '1' = add usage, ARGV[11..17] as usage.lua's ARGV[1..7]: KEYS[next] usage:{hour}
 ]]
 local rcall = redis.call

@@ -15,13 +15,13 @@ local rcall = redis.call
 local leaseMs, now = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {}
 for i = 1, #ARGV - 2 do
-  local answer = freshAnswer(KEYS[2 * i - 1], now)
+  local answer, current = freshAnswer(KEYS[2 * i - 1], now)
   if answer then
     out[#out + 1] = 'answer'
     out[#out + 1] = answer
   else
     out[#out + 1] = 'leader'
-    out[#out + 1] = takeFlight(KEYS[2 * i], ARGV[2 + i], leaseMs, now)
+    out[#out + 1] = takeFlight(KEYS[2 * i], ARGV[2 + i], leaseMs, now, current)
   end
 end
 return out

@@ -8,6 +8,7 @@ Returns how many entries were replayed (an entry already gone from the list is s
 local rcall = redis.call
 --- @include "members"
 --- @include "queue"
+--- @include "admission"
 
 local replayed = 0
 for i = 0, (#ARGV - 1) / 7 - 1 do
@@ -15,7 +16,7 @@ for i = 0, (#ARGV - 1) / 7 - 1 do
   if rcall('LREM', KEYS[1], 1, ARGV[a]) > 0 then
     local idem = KEYS[9 + i]
     local key = ARGV[a + 1]
-    rcall('SET', idem, 'p', 'PX', ARGV[1]) -- pending, as markPending (includes/admission.lua) writes it
+    markPending(idem, ARGV[1])
     rcall('HSET', KEYS[3], key, ARGV[a + 2])
     rcall('HDEL', KEYS[4], key)
     local seq = rcall('INCR', KEYS[8])

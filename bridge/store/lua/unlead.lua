@@ -1,5 +1,5 @@
 --[[ unlead: the leader is done; only the leader may end its flight.
-KEYS[1] flight:{cacheKey}  ARGV[1] job key
+KEYS[1] the flight's key (its cache key: cache:{hash})  ARGV[1] job key
 ]]
 local rcall = redis.call
 --- @include "flight"

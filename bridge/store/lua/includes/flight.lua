@@ -9,9 +9,9 @@ local function endFlight(flightKey, jobKey)
 end
 
 -- Makes `jobKey` the one job calling the upstream for a cache key unless another live job
--- already is (or a fresh answer is cached: the caller looked first). Returns the leader's job key.
-local function takeFlight(kFlight, jobKey, leaseMs, now)
-  local current = rcall('GET', kFlight)
+-- already is. `current`: the key's value as freshAnswer read it (no fresh answer in it).
+-- Returns the leader's job key.
+local function takeFlight(kFlight, jobKey, leaseMs, now, current)
   if current then
     local holder, expires = string.match(current, '^F(.*)|(%d+)$')
     if holder and holder ~= jobKey and tonumber(expires) > now then return holder end

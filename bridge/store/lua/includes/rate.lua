@@ -29,11 +29,11 @@ local function tryBudget(b, tokens, rpm, tpm)
 end
 
 -- Writes the calls tried in; returns their ids (members), in the order they were taken.
--- `last`: a seq value already drawn for the only call taken (an admission's), else nil.
+-- `last`: a seq value already drawn for a single call taken (an admission's); ignored otherwise.
 local function closeBudget(b, kCalls, kTokens, kSeq, now, windowMs, last)
   local n = #b.taken
   if n == 0 then return {} end
-  last = last or rcall('INCRBY', kSeq, n)
+  last = (n == 1 and last) or rcall('INCRBY', kSeq, n)
   local args, ids = {}, {}
   for i, tokens in ipairs(b.taken) do
     ids[i] = (last - n + i) .. ':' .. tokens

@@ -27,6 +27,15 @@ export function sourceFiles(root: string, folders: string[]): string[] {
   return folders.flatMap((folder) => walk(join(root, folder)));
 }
 
+/** The project's top-level source folders: every folder holding TypeScript, tests and build output aside. */
+export function sourceFolders(root: string): string[] {
+  const skip = new Set(['node_modules', 'dist', 'test']);
+  return readdirSync(root)
+    .filter((name) => !name.startsWith('.') && !skip.has(name) && statSync(join(root, name)).isDirectory())
+    .filter((name) => sourceFiles(root, [name]).length > 0)
+    .sort();
+}
+
 export function lineCount(path: string): number {
   const text = readFileSync(path, 'utf8');
   return text.split('\n').length - (text.endsWith('\n') ? 1 : 0);

@@ -49,41 +49,49 @@ describe('redis store', () => {
 
   it('keeps the idempotency record in one string, and honours a record an older version wrote as a hash', async () => {
     const prefix = uniquePrefix('idem');
-    const store = new RedisStore(redis, { prefix });
-    const keys = redisKeys(prefix);
-    const now = Date.now();
-    const limits = { deviceRpm: 10, queueMax: 10 };
-    const fresh = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'normal', arrivalMs: now });
-    expect((await store.admit(fresh, limits, now)).kind).toBe('queued');
-    expect(await redis.get(keys.idem(fresh.key))).toBe('p');
-    const reply = { id: 'old-1', ok: false as const, error: { code: 'expired' as const, message: 'old' } };
-    await redis.hset(keys.idem('cam-1/old-1'), 'state', 'done', 'exp', String(now + 60_000), 'reply', JSON.stringify(reply));
-    await redis.hset(keys.idem('cam-1/old-2'), 'state', 'pending');
-    expect(await store.admit(makeJob({ deviceId: 'cam-1', id: 'old-1', priority: 'normal', arrivalMs: now }), limits, now)).toEqual({ kind: 'duplicate_done', reply });
-    expect(await store.storedReply('cam-1/old-1', now)).toEqual(reply);
-    expect((await store.admit(makeJob({ deviceId: 'cam-1', id: 'old-2', priority: 'normal', arrivalMs: now }), limits, now)).kind).toBe('duplicate_pending');
-    await deletePrefix(redis, prefix);
+    try {
+      const store = new RedisStore(redis, { prefix });
+      const keys = redisKeys(prefix);
+      const now = Date.now();
+      const limits = { deviceRpm: 10, queueMax: 10 };
+      const fresh = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'normal', arrivalMs: now });
+      expect((await store.admit(fresh, limits, now)).kind).toBe('queued');
+      expect(await redis.get(keys.idem(fresh.key))).toBe('p');
+      const reply = { id: 'old-1', ok: false as const, error: { code: 'expired' as const, message: 'old' } };
+      await redis.hset(keys.idem('cam-1/old-1'), 'state', 'done', 'exp', String(now + 60_000), 'reply', JSON.stringify(reply));
+      await redis.hset(keys.idem('cam-1/old-2'), 'state', 'pending');
+      expect(await store.admit(makeJob({ deviceId: 'cam-1', id: 'old-1', priority: 'normal', arrivalMs: now }), limits, now)).toEqual({ kind: 'duplicate_done', reply });
+      expect(await store.storedReply('cam-1/old-1', now)).toEqual(reply);
+      expect((await store.admit(makeJob({ deviceId: 'cam-1', id: 'old-2', priority: 'normal', arrivalMs: now }), limits, now)).kind).toBe('duplicate_pending');
+    } finally {
+      await deletePrefix(redis, prefix);
+    }
   });
 
   it('counts usage in four fields per call, and still reads an hour written in the older one-dimension form', async () => {
     const prefix = uniquePrefix('usage');
-    const store = new RedisStore(redis, { prefix });
-    const now = Date.now();
-    const hour = Math.floor(now / 3_600_000) * 3_600_000;
-    const record = { deviceId: 'cam-1', model: 'gpt\tx', priority: 'high' as const, promptTokens: 10, completionTokens: 5, costUsd: 0.25 };
-    await store.recordUsage(record, now);
-    await store.recordUsage({ ...record, costUsd: 0 }, now);
-    const key = redisKeys(prefix).usage(String(hour));
-    expect(Object.keys(await redis.hgetall(key)).sort()).toEqual(['c', 'p', 'r', 'usd'].map((m) => `cam-1\tgpt\tx\thigh\t${m}`));
-    expect(await redis.pttl(key)).toBeGreaterThan(7 * 24 * 3_600_000);
-    await redis.hset(redisKeys(prefix).usage(String(hour - 3_600_000)), 'd\tcam-1\tr', '3', 'm\told-model\tr', '3', 'p\thigh\tr', '3');
-    const report = await store.usage(hour - 3_600_000, now);
-    expect(report.byDevice['cam-1']).toEqual({ requests: 5, promptTokens: 20, completionTokens: 10, costUsd: 0.25 });
-    expect(report.byModel['gpt\tx']).toEqual({ requests: 2, promptTokens: 20, completionTokens: 10, costUsd: 0.25 });
-    expect(report.byModel['old-model']?.requests).toBe(3);
-    expect(report.byPriority.high?.requests).toBe(5);
-    expect(report.total.requests).toBe(5);
-    await deletePrefix(redis, prefix);
+    try {
+      const store = new RedisStore(redis, { prefix });
+      const now = Date.now();
+      const hour = Math.floor(now / 3_600_000) * 3_600_000;
+      const record = { deviceId: 'cam-1', model: 'gpt\tx', priority: 'high' as const, promptTokens: 10, completionTokens: 5, costUsd: 0.25 };
+      await store.recordUsage(record, now);
+      await store.recordUsage({ ...record, costUsd: 0 }, now);
+      const key = redisKeys(prefix).usage(String(hour));
+      expect(Object.keys(await redis.hgetall(key)).sort()).toEqual(['c', 'p', 'r', 'usd'].map((m) => `cam-1\tgpt\tx\thigh\t${m}`));
+      const keepMs = 8 * 24 * 3_600_000;
+      expect(await redis.pttl(key)).toBeGreaterThan(keepMs - 60_000);
+      expect(await redis.pttl(key)).toBeLessThanOrEqual(keepMs);
+      await redis.hset(redisKeys(prefix).usage(String(hour - 3_600_000)), 'd\tcam-1\tr', '3', 'm\told-model\tr', '3', 'p\thigh\tr', '3');
+      const report = await store.usage(hour - 3_600_000, now);
+      expect(report.byDevice['cam-1']).toEqual({ requests: 5, promptTokens: 20, completionTokens: 10, costUsd: 0.25 });
+      expect(report.byModel['gpt\tx']).toEqual({ requests: 2, promptTokens: 20, completionTokens: 10, costUsd: 0.25 });
+      expect(report.byModel['old-model']?.requests).toBe(3);
+      expect(report.byPriority.high?.requests).toBe(5);
+      expect(report.total.requests).toBe(5);
+    } finally {
+      await deletePrefix(redis, prefix);
+    }
   });
 });
 

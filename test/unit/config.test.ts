@@ -1,9 +1,12 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../bridge/config/config.js';
 import { ConfigError } from '../../contract/index.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'config-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('loadConfig', () => {
   it('gives the contract defaults for an empty environment', () => {
@@ -99,7 +102,6 @@ describe('loadConfig', () => {
   });
 
   it('reads CONFIG_FILE once, into the configuration, and reports each of its problems', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'config-'));
     const good = join(dir, 'good.json');
     writeFileSync(good, JSON.stringify({ embeddingModel: 'e5', routing: { low: { model: 'small' } } }));
     const config = loadConfig({ CONFIG_FILE: good });

@@ -9,6 +9,7 @@ import { parse } from 'yaml';
 import { loadConfig, VARIABLES, type Config } from '../../bridge/config/config.js';
 import { parseFleetArgs } from '../../device-sim/fleet.js';
 import { checkUpstreamSimOptions } from '../../upstream-sim/sim.js';
+import { sourceFolders } from '../helpers/code-shape.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const read = (path: string): string => readFileSync(join(ROOT, path), 'utf8');
@@ -272,10 +273,17 @@ describe('Dockerfile', () => {
     expect(lines.slice(0, runtimeAt).some((l) => l === 'RUN npm run build')).toBe(true);
   });
 
-  it('copies every folder the build compiles into the build stage', () => {
+  it('compiles and copies into the build stage every folder that holds sources', () => {
+    const folders = sourceFolders(ROOT);
+    expect(folders).toEqual(expect.arrayContaining(['bridge', 'contract']));
     const { include } = JSON.parse(read('tsconfig.build.json')) as { include: string[] };
-    const copied = instruction('COPY').flatMap((l) => l.split(/\s+/).slice(1, -1)).map((src) => src.replace(/^\.\//, ''));
-    for (const folder of include) expect(copied, folder).toContain(folder);
+    expect([...include].sort()).toEqual(folders);
+    const buildStage = lines.slice(0, lines.indexOf(instruction('FROM')[1] as string));
+    const copied = buildStage
+      .filter((l) => l.toUpperCase().startsWith('COPY '))
+      .flatMap((l) => l.split(/\s+/).slice(1, -1))
+      .map((src) => src.replace(/^\.\//, ''));
+    for (const folder of folders) expect(copied, folder).toContain(folder);
   });
 
   it('checks /healthz, exposes the MQTT and HTTP ports and starts the bridge', () => {

@@ -6,26 +6,20 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { sourceFiles, sourceFolders } from '../helpers/code-shape.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const FOLDERS = ['contract', 'broker', 'bridge', 'device-sim', 'upstream-sim', 'bench'];
+const FOLDERS = sourceFolders(ROOT);
 const STAGES = ['mqtt', 'intake', 'scheduling', 'coalescing', 'upstream', 'results'];
 const BESIDE = ['store', 'config', 'recovery', 'ops'];
 /** bridge/ root files a subfolder may import; the rest (main, app, coordination…) only wire. */
 const SHARED_ROOT_FILES = ['logger.ts', 'version.ts'];
 
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir).flatMap((name) => {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) return sourceFiles(path);
-    return path.endsWith('.ts') ? [path] : [];
-  });
-}
-
 /** [importing file, imported file], both relative to `base`, for every relative import under `dir`. */
 function imports(dir: string, base: string): Array<[string, string]> {
-  return sourceFiles(dir).flatMap((file) =>
-    [...readFileSync(file, 'utf8').matchAll(/from '(\.[^']+)'/g)].map(
+  // Static, dynamic (`import('./x.js')`) and side-effect (`import './x.js'`) imports alike.
+  return sourceFiles(dir, ['.']).flatMap((file) =>
+    [...readFileSync(file, 'utf8').matchAll(/(?:from\s*|import\s*\(?\s*)'(\.[^']+)'/g)].map(
       (m) => [relative(base, file), relative(base, resolve(dirname(file), (m[1] as string).replace(/\.js$/, '.ts')))] as [string, string],
     ),
   );

@@ -2,14 +2,12 @@
 // completion that books cache, flight and usage at once, and usage per hour.
 import { describe, expect, it } from 'vitest';
 import type { Priority } from '../../../contract/index.js';
-import type { ClaimedJob, Lead, Store } from '../../../bridge/store/types.js';
-import { baseTime, claimOpts, type ContractContext, DONE, makeJob, makeReply } from './fixtures.js';
+import type { ClaimedJob } from '../../../bridge/store/types.js';
+import { baseTime, claimOpts, type ContractContext, DONE, leadOneOf, makeJob, makeReply } from './fixtures.js';
 
 export function cacheContract({ open }: ContractContext): void {
   describe('cache, coalescing and usage', () => {
     const answer = { model: 'gpt-4o-mini', content: 'No scratch found.', finish_reason: 'stop', usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } };
-    const leadOne = async (store: Store, cacheKey: string, key: string, leaseMs: number, now: number): Promise<Lead | undefined> =>
-      (await store.lead([{ cacheKey, jobKey: key }], leaseMs, now))[0];
 
     it('admit answers `cached` for a fresh cached answer, after the idempotency and quota checks, recording nothing', async () => {
       const store = await open();
@@ -36,7 +34,7 @@ export function cacheContract({ open }: ContractContext): void {
       const store = await open();
       const t = baseTime();
       await store.cacheSet('m-done', answer, 1000, t);
-      expect(await leadOne(store, 'm-busy', 'd0/held', 5000, t)).toEqual({ leader: 'd0/held' });
+      expect(await leadOneOf(store, 'm-busy', 'd0/held', t, 5000)).toEqual({ leader: 'd0/held' });
       const leads = await store.lead(
         [
           { cacheKey: 'm-new', jobKey: 'd1/a' },
@@ -82,19 +80,19 @@ export function cacheContract({ open }: ContractContext): void {
     it('lets one job lead a cache key until it unleads or its lease runs out', async () => {
       const store = await open();
       const t = baseTime();
-      expect(await leadOne(store, 'h', 'd1/a', 5000, t)).toEqual({ leader: 'd1/a' });
-      expect(await leadOne(store, 'h', 'd2/b', 5000, t + 1)).toEqual({ leader: 'd1/a' });
-      expect(await leadOne(store, 'h', 'd1/a', 5000, t + 2)).toEqual({ leader: 'd1/a' }); // the leader again: renewed
-      expect(await leadOne(store, 'other', 'd2/b', 5000, t + 2)).toEqual({ leader: 'd2/b' });
+      expect(await leadOneOf(store, 'h', 'd1/a', t, 5000)).toEqual({ leader: 'd1/a' });
+      expect(await leadOneOf(store, 'h', 'd2/b', t + 1, 5000)).toEqual({ leader: 'd1/a' });
+      expect(await leadOneOf(store, 'h', 'd1/a', t + 2, 5000)).toEqual({ leader: 'd1/a' }); // the leader again: renewed
+      expect(await leadOneOf(store, 'other', 'd2/b', t + 2, 5000)).toEqual({ leader: 'd2/b' });
       await store.unlead('h', 'd2/b'); // not the leader: no effect
-      expect(await leadOne(store, 'h', 'd2/b', 5000, t + 3)).toEqual({ leader: 'd1/a' });
+      expect(await leadOneOf(store, 'h', 'd2/b', t + 3, 5000)).toEqual({ leader: 'd1/a' });
       await store.unlead('h', 'd1/a');
-      expect(await leadOne(store, 'h', 'd2/b', 5000, t + 4)).toEqual({ leader: 'd2/b' });
-      expect(await leadOne(store, 'h', 'd3/c', 5000, t + 4 + 5000)).toEqual({ leader: 'd3/c' }); // d2/b's lease ran out
+      expect(await leadOneOf(store, 'h', 'd2/b', t + 4, 5000)).toEqual({ leader: 'd2/b' });
+      expect(await leadOneOf(store, 'h', 'd3/c', t + 4 + 5000, 5000)).toEqual({ leader: 'd3/c' }); // d2/b's lease ran out
       // Once the answer is cached, whoever asks gets it instead of a leader.
       await store.cacheSet('h', answer, 1000, t + 9000);
-      expect(await leadOne(store, 'h', 'd4/d', 5000, t + 9001)).toEqual({ answer });
-      expect(await leadOne(store, 'h', 'd4/d', 5000, t + 10_005)).toEqual({ leader: 'd4/d' }); // answer and d3/c's lease gone
+      expect(await leadOneOf(store, 'h', 'd4/d', t + 9001, 5000)).toEqual({ answer });
+      expect(await leadOneOf(store, 'h', 'd4/d', t + 10_005, 5000)).toEqual({ leader: 'd4/d' }); // answer and d3/c's lease gone
     });
 
     it('records the cache entry, ends the flight and adds usage with the completion, in one step', async () => {
@@ -105,18 +103,18 @@ export function cacheContract({ open }: ContractContext): void {
       expect(await store.admit(job, limits, t)).toEqual({ kind: 'queued' });
       const { jobs } = await store.claim(claimOpts({ owner: 'me' }), t + 1);
       const held = jobs[0] as ClaimedJob;
-      expect(await leadOne(store, 'hk', held.key, 5000, t + 2)).toEqual({ leader: held.key });
-      expect(await leadOne(store, 'hk', 'd2/follower', 5000, t + 3)).toEqual({ leader: held.key });
+      expect(await leadOneOf(store, 'hk', held.key, t + 2, 5000)).toEqual({ leader: held.key });
+      expect(await leadOneOf(store, 'hk', 'd2/follower', t + 3, 5000)).toEqual({ leader: held.key });
       const usage = { deviceId: 'd1', model: 'big', priority: 'normal' as Priority, promptTokens: 7, completionTokens: 3, costUsd: 0.25 };
 
       await store.complete(held, makeReply(held), { ...DONE, cache: { key: 'hk', answer, ttlMs: 1000 }, unlead: 'hk', usage }, t + 4);
 
       expect(await store.storedReply(held.key, t + 5)).toEqual(makeReply(held));
-      expect(await leadOne(store, 'hk', 'd2/follower', 5000, t + 5)).toEqual({ answer });
+      expect(await leadOneOf(store, 'hk', 'd2/follower', t + 5, 5000)).toEqual({ answer });
       expect(await store.cacheGet('hk', t + 1003)).toEqual(answer);
       expect(await store.cacheGet('hk', t + 1004)).toBeUndefined();
       // The flight ended too: with the answer gone, the follower leads.
-      expect(await leadOne(store, 'hk', 'd2/follower', 5000, t + 1005)).toEqual({ leader: 'd2/follower' });
+      expect(await leadOneOf(store, 'hk', 'd2/follower', t + 1005, 5000)).toEqual({ leader: 'd2/follower' });
       expect((await store.usage(t, t + 10)).byDevice.d1).toEqual({ requests: 1, promptTokens: 7, completionTokens: 3, costUsd: 0.25 });
     });
 
@@ -127,11 +125,11 @@ export function cacheContract({ open }: ContractContext): void {
       const job = makeJob({ deviceId: 'd1', id: 'late', priority: 'normal', arrivalMs: t });
       await store.admit(job, limits, t);
       const held = (await store.claim(claimOpts({ owner: 'me' }), t + 1)).jobs[0] as ClaimedJob;
-      expect(await leadOne(store, 'hk2', 'd9/other', 5000, t + 2)).toEqual({ leader: 'd9/other' });
+      expect(await leadOneOf(store, 'hk2', 'd9/other', t + 2, 5000)).toEqual({ leader: 'd9/other' });
 
       await store.complete(held, makeReply(held), { ...DONE, unlead: 'hk2' }, t + 3);
 
-      expect(await leadOne(store, 'hk2', 'd3/x', 5000, t + 4)).toEqual({ leader: 'd9/other' });
+      expect(await leadOneOf(store, 'hk2', 'd3/x', t + 4, 5000)).toEqual({ leader: 'd9/other' });
       expect(await store.cacheGet('hk2', t + 4)).toBeUndefined();
       expect((await store.usage(t - 3_600_000, t + 10)).total.requests).toBe(0);
     });

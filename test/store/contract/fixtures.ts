@@ -79,8 +79,8 @@ export const errorReply = (job: Job, code: 'expired' | 'upstream_error'): Reply 
 /** A base time near the real clock, on a whole minute so window arithmetic reads plainly. */
 export const baseTime = (): number => Math.floor(Date.now() / MINUTE) * MINUTE;
 
-export const leadOneOf = async (store: Store, cacheKey: string, key: string, now: number): Promise<Lead | undefined> =>
-  (await store.lead([{ cacheKey, jobKey: key }], LEASE, now))[0];
+export const leadOneOf = async (store: Store, cacheKey: string, key: string, now: number, leaseMs = LEASE): Promise<Lead | undefined> =>
+  (await store.lead([{ cacheKey, jobKey: key }], leaseMs, now))[0];
 
 export const claimOpts = (o: Partial<ClaimOptions> = {}): ClaimOptions => ({
   owner: 'worker-1',
@@ -105,3 +105,13 @@ export const admitAll = async (store: Store, jobs: Job[], now?: number): Promise
     expect(await store.admit(job, LIMITS, now ?? job.arrivalMs)).toEqual({ kind: 'queued' });
   }
 };
+
+/** One job (d1/r-1 unless `o` says otherwise) admitted and claimed by `owner` with a 1 s lease. */
+export async function admitAndClaim(store: Store, t: number, o: Partial<MakeJobOptions> = {}, owner = 'worker-1'): Promise<{ job: Job; held: ClaimedJob }> {
+  const job = makeJob({ deviceId: 'd1', id: 'r-1', priority: 'normal', arrivalMs: t, ...o });
+  await admitAll(store, [job]);
+  const { jobs } = await store.claim(claimOpts({ leaseMs: 1000, owner }), t);
+  expect(ids(jobs)).toEqual([job.id]);
+  expect(jobs[0]?.recordedReply).toBeUndefined();
+  return { job, held: jobs[0] as ClaimedJob };
+}

@@ -1,23 +1,15 @@
 // Store contract, leases: renewal by the owner only, and the reap that requeues an expired
 // lease or returns the job as exhausted.
 import { describe, expect, it } from 'vitest';
-import type { ClaimedJob, Job, Store } from '../../../bridge/store/types.js';
-import { admitAll, baseTime, claimOpts, type ContractContext, errorReply, ids, LIMITS, makeJob, sameJob } from './fixtures.js';
+import type { Job } from '../../../bridge/store/types.js';
+import { admitAndClaim, baseTime, claimOpts, type ContractContext, errorReply, ids, LIMITS, sameJob } from './fixtures.js';
 
 export function leasesContract({ open }: ContractContext): void {
   describe('leases', () => {
-    const claimOne = async (store: Store, t: number, leaseMs = 1000, owner = 'worker-1'): Promise<{ job: Job; held: ClaimedJob }> => {
-      const job = makeJob({ deviceId: 'd1', id: 'r-1', priority: 'normal', arrivalMs: t });
-      await admitAll(store, [job]);
-      const { jobs } = await store.claim(claimOpts({ leaseMs, owner }), t);
-      expect(ids(jobs)).toEqual(['r-1']);
-      return { job, held: jobs[0] as ClaimedJob };
-    };
-
     it('extends a lease its owner renews, so it is not reaped at the old expiry', async () => {
       const store = await open();
       const t = baseTime();
-      const { held } = await claimOne(store, t);
+      const { held } = await admitAndClaim(store, t);
       expect(await store.renew('worker-1', [held.key], 1000, t + 500)).toEqual([true]);
       expect(await store.reap(3, t + 1001)).toEqual([]);
       expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
@@ -30,7 +22,7 @@ export function leasesContract({ open }: ContractContext): void {
     it('refuses renewal by another owner, of an unknown key, or of an expired lease', async () => {
       const store = await open();
       const t = baseTime();
-      const { held } = await claimOne(store, t);
+      const { held } = await admitAndClaim(store, t);
       expect(await store.renew('worker-2', [held.key], 1000, t + 100)).toEqual([false]);
       expect(await store.renew('worker-1', ['d9/unknown'], 1000, t + 100)).toEqual([false]);
       expect(await store.renew('worker-1', ['d9/unknown', held.key], 1000, t + 100)).toEqual([false, true]);
@@ -42,7 +34,7 @@ export function leasesContract({ open }: ContractContext): void {
     it('requeues a job whose lease expired with attempts + 1', async () => {
       const store = await open();
       const t = baseTime();
-      const { job, held } = await claimOne(store, t);
+      const { job, held } = await admitAndClaim(store, t);
       expect(held.attempts).toBe(0);
       expect(await store.reap(3, t + 1000 + 1)).toEqual([]);
       expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 1, low: 0 });
@@ -58,7 +50,7 @@ export function leasesContract({ open }: ContractContext): void {
     it('returns a job as exhausted instead of requeueing it once its attempts reach maxAttempts', async () => {
       const store = await open();
       const t = baseTime();
-      const { job } = await claimOne(store, t);
+      const { job } = await admitAndClaim(store, t);
       expect(await store.reap(2, t + 1001)).toEqual([]);
       const { jobs } = await store.claim(claimOpts({ leaseMs: 1000 }), t + 1002);
       expect(jobs[0]?.attempts).toBe(1);
@@ -77,7 +69,7 @@ export function leasesContract({ open }: ContractContext): void {
     it('does not reap a lease before it expires', async () => {
       const store = await open();
       const t = baseTime();
-      await claimOne(store, t);
+      await admitAndClaim(store, t);
       expect(await store.reap(1, t + 999)).toEqual([]);
       expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
       expect((await store.claim(claimOpts(), t + 999)).jobs).toEqual([]);

@@ -2,25 +2,15 @@
 // crash and comes back with whoever claims the job next.
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../../bridge/config/config.js';
-import type { ClaimedJob, Job, Store } from '../../../bridge/store/types.js';
-import { admitAll, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, LIMITS, makeJob, type MakeJobOptions, makeReply } from './fixtures.js';
+import type { ClaimedJob, Job } from '../../../bridge/store/types.js';
+import { admitAll, admitAndClaim, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, LIMITS, makeJob, makeReply } from './fixtures.js';
 
 export function recordedRepliesContract({ open }: ContractContext): void {
   describe('recorded replies (record before publishing)', () => {
-    /** One job admitted and claimed by `owner` with a 1 s lease. */
-    const claimed = async (store: Store, t: number, o: Partial<MakeJobOptions> = {}, owner = 'worker-1'): Promise<{ job: Job; held: ClaimedJob }> => {
-      const job = makeJob({ deviceId: 'd1', id: 'r-1', priority: 'normal', arrivalMs: t, ...o });
-      await admitAll(store, [job]);
-      const { jobs } = await store.claim(claimOpts({ leaseMs: 1000, owner }), t);
-      expect(ids(jobs)).toEqual([job.id]);
-      expect(jobs[0]?.recordedReply).toBeUndefined();
-      return { job, held: jobs[0] as ClaimedJob };
-    };
-
     it('hands the recorded reply to the claim after the lease expired, keeps the job pending, and forgets it on completion', async () => {
       const store = await open();
       const t = baseTime();
-      const { job, held } = await claimed(store, t);
+      const { job, held } = await admitAndClaim(store, t);
       const reply = makeReply(job, 'the first answer');
       expect(await store.recordReply(held, reply, 'worker-1')).toEqual({ kind: 'recorded' });
       // Lease, lock and queue as they were; the idempotency record still pending.
@@ -51,7 +41,7 @@ export function recordedRepliesContract({ open }: ContractContext): void {
     it('records for a lease that ran out but was not reaped yet (nobody else can hold it)', async () => {
       const store = await open();
       const t = baseTime();
-      const { job, held } = await claimed(store, t);
+      const { job, held } = await admitAndClaim(store, t);
       const reply = makeReply(job);
       expect(await store.recordReply(held, reply, 'worker-1')).toEqual({ kind: 'recorded' });
       expect(await store.reap(3, t + 1001)).toEqual([]);
@@ -61,7 +51,7 @@ export function recordedRepliesContract({ open }: ContractContext): void {
     it('refuses to record for another owner and once the lease was lost, and never replaces a recorded reply', async () => {
       const store = await open();
       const t = baseTime();
-      const { job, held } = await claimed(store, t);
+      const { job, held } = await admitAndClaim(store, t);
       expect(await store.recordReply(held, makeReply(job, 'not mine'), 'worker-2')).toEqual({ kind: 'lost' });
       expect(await store.reap(3, t + 1001)).toEqual([]);
       expect(await store.recordReply(held, makeReply(job, 'too late'), 'worker-1')).toEqual({ kind: 'lost' }); // reaped: queued
@@ -105,7 +95,7 @@ export function recordedRepliesContract({ open }: ContractContext): void {
     it('answers a duplicate admission with duplicate_pending while the reply is recorded, with or without a claim along', async () => {
       const store = await open();
       const t = baseTime();
-      const { job, held } = await claimed(store, t);
+      const { job, held } = await admitAndClaim(store, t);
       const reply = makeReply(job);
       await store.recordReply(held, reply, 'worker-1');
       const repeat = makeJob({ deviceId: 'd1', id: 'r-1', priority: 'high', arrivalMs: t + 1, content: 'other payload' });
@@ -119,7 +109,7 @@ export function recordedRepliesContract({ open }: ContractContext): void {
     it("hands the recorded reply back with a claim along another job's admission", async () => {
       const store = await open();
       const t = baseTime();
-      const { job, held } = await claimed(store, t);
+      const { job, held } = await admitAndClaim(store, t);
       const reply = makeReply(job);
       await store.recordReply(held, reply, 'worker-1');
       expect(await store.reap(3, t + 1001)).toEqual([]);
@@ -135,7 +125,7 @@ export function recordedRepliesContract({ open }: ContractContext): void {
     it('keeps the recorded reply through a release, and hands it back with a job that expired in the queue', async () => {
       const store = await open();
       const t = baseTime();
-      const { job, held } = await claimed(store, t, { deadlineMs: t + 5000 });
+      const { job, held } = await admitAndClaim(store, t, { deadlineMs: t + 5000 });
       const reply = makeReply(job);
       await store.recordReply(held, reply, 'worker-1');
       await store.release([held], t + 10);
@@ -154,7 +144,7 @@ export function recordedRepliesContract({ open }: ContractContext): void {
     it('keeps no recorded reply on a dead letter: a replay asks again', async () => {
       const store = await open();
       const t = baseTime();
-      const { job, held } = await claimed(store, t);
+      const { job, held } = await admitAndClaim(store, t);
       const reply = errorReply(job, 'upstream_error');
       await store.recordReply(held, reply, 'worker-1');
       expect(await store.reap(3, t + 1001)).toEqual([]);

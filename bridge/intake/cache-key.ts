@@ -1,12 +1,19 @@
 // The response cache's key: SHA-256 of the canonical request — its kind (chat or
 // embeddings), model, messages or input and the passthrough parameters, with object keys
 // sorted — never the id, lock or ttl.
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import { EMBEDDING_PASSTHROUGH_FIELDS, PASSTHROUGH_FIELDS, isEmbeddingRequest, type InferRequest } from '../../contract/index.js';
+
+/** The keys of a common request, quoted once rather than for every request. */
+const QUOTED = new Map(
+  ['kind', 'model', 'messages', 'input', 'route', 'role', 'content', 'type', 'text', ...PASSTHROUGH_FIELDS, ...EMBEDDING_PASSTHROUGH_FIELDS].map(
+    (key) => [key, JSON.stringify(key)],
+  ),
+);
 
 /**
  * JSON with object keys sorted at every depth, so equal requests give equal text. Built by
- * hand rather than with entries/filter/map: it runs for every request (about 3 µs).
+ * hand rather than with entries/filter/map, and known keys come quoted: it runs for every request.
  */
 function canonical(value: unknown): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value);
@@ -16,14 +23,25 @@ function canonical(value: unknown): string {
     return `${out}]`;
   }
   const record = value as Record<string, unknown>;
-  let out = '{';
-  for (const key of Object.keys(record).sort()) {
+  const keys = Object.keys(record);
+  if (keys.length > 1) keys.sort();
+  let out = '';
+  for (const key of keys) {
     const v = record[key];
     if (v === undefined) continue;
-    out += `${out.length === 1 ? '' : ','}${JSON.stringify(key)}:${canonical(v)}`;
+    out += (out === '' ? '{' : ',') + (QUOTED.get(key) ?? JSON.stringify(key)) + ':' + canonical(v);
   }
-  return `${out}}`;
+  return out === '' ? '{}' : `${out}}`;
 }
+
+/**
+ * SHA-256 in hex, in one call where Node has crypto.hash (20.12 and later): a Hash object
+ * costs more than hashing a request's few hundred bytes.
+ */
+const sha256: (text: string) => string =
+  typeof crypto.hash === 'function'
+    ? (text) => crypto.hash('sha256', text, 'hex')
+    : (text) => crypto.createHash('sha256').update(text).digest('hex');
 
 export interface CachePolicy {
   /** CACHE_TTL_S; 0 turns the cache (and coalescing) off. */
@@ -53,5 +71,5 @@ export function cacheKeyOf(request: InferRequest, policy: CachePolicy, route: st
     parts = { kind: 'chat', model: request.model ?? policy.defaultModel, messages: request.messages, route };
     for (const field of PASSTHROUGH_FIELDS) parts[field] = request[field];
   }
-  return createHash('sha256').update(canonical(parts)).digest('hex');
+  return sha256(canonical(parts));
 }

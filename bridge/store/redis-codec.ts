@@ -3,7 +3,7 @@
 import { BridgeError, type Reply, ReplySchema } from '../../contract/index.js';
 import type { LuaArg } from './lua-script.js';
 import type { UsageDimension, UsageMetric } from './usage-report.js';
-import { HOUR_MS, type AdmitResult, type CachedAnswer, type ClaimedJob, type ClaimResult, type ExpiredJob, type Job, type UsageRecord } from './types.js';
+import { HOUR_MS, type AdmitResult, type CachedAnswer, type ClaimedJob, type ClaimResult, type ExpiredJob, type Job } from './types.js';
 
 /** Usage hours are kept about a week (a backstop; reports read what is there). */
 const USAGE_KEEP_MS = 8 * 24 * HOUR_MS;
@@ -15,9 +15,11 @@ export function cacheValue(answer: CachedAnswer, ttlMs: number, now: number): st
   return `${now + ttlMs}|${JSON.stringify(answer)}`;
 }
 
-/** usage.lua's ARGV (and complete.lua's, after its flag). */
-export function usageArgs(record: UsageRecord): LuaArg[] {
-  return [record.deviceId, record.model, record.priority, record.promptTokens, record.completionTokens, record.costUsd, USAGE_KEEP_MS];
+/** usage.lua's ARGV: how long the hour is kept, then field, amount pairs. */
+export function usageArgs(amounts: Map<string, number>): LuaArg[] {
+  const args: LuaArg[] = [USAGE_KEEP_MS];
+  for (const [field, amount] of amounts) args.push(field, amount);
+  return args;
 }
 const USAGE_DIMENSIONS: Record<string, UsageDimension> = { d: 'byDevice', m: 'byModel', p: 'byPriority' };
 const USAGE_METRICS: Record<string, UsageMetric> = { r: 'requests', p: 'promptTokens', c: 'completionTokens', usd: 'costUsd' };
@@ -122,7 +124,11 @@ export function freshRecordedReply(raw: string | null, now: number): Reply | und
   return Number(raw.slice(1, bar)) > now ? parseReply(raw.slice(bar + 1)) : undefined;
 }
 
-/** The same from a record an older version wrote as a hash (state, exp, reply). */
-export function freshOldRecordedReply([state, exp, reply]: Array<string | null>, now: number): Reply | undefined {
+/**
+ * The same from a record that is a hash: a job record answered while another holder had it
+ * (x, y), or a record an older version wrote (state, exp, reply).
+ */
+export function freshOldRecordedReply([state, exp, reply, x, y]: Array<string | null>, now: number): Reply | undefined {
+  if (x && y) return Number(x) > now ? parseReply(y) : undefined;
   return state === 'done' && Number(exp) > now && reply ? parseReply(reply) : undefined;
 }

@@ -1,29 +1,25 @@
 // Every Redis key of one deployment. All share the hash tag `{prefix}`, so every script's
 // keys live in one slot and run unchanged on Redis Cluster. Every key a script touches is
-// passed in KEYS.
+// passed in KEYS, except the job records of jobs a script finds in the queue or the leases:
+// it builds those from the records' base (ARGV[1]), in the same slot.
 //
 //   {p}:queue      zset   ready jobs; score = arrival + priority offset; member
 //                         seq|priority|lockId|tokens|jobKey (seq breaks score ties FIFO)
 //   {p}:parked     zset   jobs waiting for a held lock; all score 0, member
 //                         lockId|score(16 digits)|queue member (lex order = lock, then score)
-//   {p}:place      hash   jobKey → 'q'+queue member | 'p'+parked member (where it waits)
 //   {p}:deadlines  zset   jobKey → arrival + ttl_ms, for waiting jobs (prompt `expired`)
 //   {p}:depth      hash   priority → waiting jobs
-//   {p}:jobs       hash   jobKey → job JSON (immutable while the job lives)
-//   {p}:attempts   hash   jobKey → attempts spent by holders whose lease ran out
 //   {p}:leases     zset   jobKey → lease expiry (ms) for running jobs
-//   {p}:owners     hash   jobKey → owner|fence|score|deadline|queue member
-//   {p}:recorded   hash   jobKey → reply JSON recorded by its holder before publishing (record.lua):
-//                         handed back by the next claim after a crash, dropped by complete
 //   {p}:locks      hash   lockId → holding jobKey (held while that job's lease runs)
 //   {p}:fences     hash   lockId → last fencing number granted
-//   {p}:calls      zset   upstream calls in the rolling window; member seq:tokens, score time
-//   {p}:calltokens string their token sum (RATE_LIMIT_TPM)
-//   {p}:pause      string upstream paused until (ms), after a 429
+//   {p}:budget     hash   the upstream's rolling window (lua/includes/window.lua): calls (c<bucket>)
+//                         and tokens (t<bucket>) per 2 s bucket, and `pause`: paused until (ms), after a 429
 //   {p}:seq        string counter for members
 //   {p}:dlq        list   dead-letter entries (JSON {job, reply, atMs})
-//   {p}:idem:{deviceId}/{id}  string  'p' (pending) or 'd<exp>|<reply>' — the idempotency record
-//   {p}:dev:{deviceId}        zset  the device's admissions in the last minute
+//   {p}:idem:{deviceId}/{id}  the job record and idempotency record in one key: a hash while
+//                             the job lives (its data, attempts, holder, place, recorded reply:
+//                             lua/includes/records.lua), then the string 'd<exp>|<reply>'
+//   {p}:quota:{deviceId}      hash  the device's admissions, a rolling window like the budget's
 //   {p}:cache:{sha256}        string  expiresAt|answer JSON of a successful answer (PX = CACHE_TTL_S),
 //                             or, until there is one, the coalescing flight: F<leader job key>|<lease end>
 //   {p}:usage:{hour}          hash  token and cost totals of one hour (by device, model, priority)
@@ -37,26 +33,26 @@ import type { Redis } from 'ioredis';
 
 export function redisKeys(prefix: string) {
   const p = `{${prefix}}`;
-  return {
+  const fixed = {
     queue: `${p}:queue`,
     parked: `${p}:parked`,
-    place: `${p}:place`,
     deadlines: `${p}:deadlines`,
     depth: `${p}:depth`,
-    jobs: `${p}:jobs`,
-    attempts: `${p}:attempts`,
     leases: `${p}:leases`,
-    owners: `${p}:owners`,
-    recorded: `${p}:recorded`,
     locks: `${p}:locks`,
     fences: `${p}:fences`,
-    calls: `${p}:calls`,
-    callTokens: `${p}:calltokens`,
-    pause: `${p}:pause`,
+    budget: `${p}:budget`,
     seq: `${p}:seq`,
     dlq: `${p}:dlq`,
+  };
+  return {
+    ...fixed,
+    /** What every script but lead, unlead and usage gets first, in lua/includes/keys.lua's order. */
+    fixed: Object.values(fixed),
+    /** The base of every job record's key (ARGV[1] of those scripts). */
+    records: `${p}:idem:`,
     idem: (jobKey: string) => `${p}:idem:${jobKey}`,
-    device: (deviceId: string) => `${p}:dev:${deviceId}`,
+    quota: (deviceId: string) => `${p}:quota:${deviceId}`,
     cache: (hash: string) => `${p}:cache:${hash}`,
     /** The same key as the cache entry: the answer replaces the flight in one write. */
     flight: (hash: string) => `${p}:cache:${hash}`,

@@ -16,7 +16,9 @@ import {
   usageArgs,
   usageEntries,
 } from './redis-codec.js';
-import { addMetric, emptyReport, hourOf, hoursBetween } from './usage-report.js';
+import { Gather } from './gather.js';
+import { UsageBuffer } from './usage-buffer.js';
+import { addMetric, emptyReport, hoursBetween } from './usage-report.js';
 import type {
   CachedAnswer,
   CompleteOptions,
@@ -39,7 +41,8 @@ import type {
 } from './types.js';
 import { replayedJob } from './types.js';
 
-const WINDOW_MS = 60_000;
+/** How long a completion waits for others, to go to Redis in the same write. */
+const COMPLETE_GATHER_MS = 2;
 /** Leases handled per reap call, so one call never blocks Redis for long. */
 const REAP_BATCH = 500;
 
@@ -73,6 +76,9 @@ export class RedisStore implements Store {
   readonly durable = true;
   readonly keys: RedisKeys;
   private readonly pendingTtlMs: number;
+  private readonly usageBuffer: UsageBuffer;
+  /** The device has its reply by now: a completion can wait a moment for others to go with. */
+  private readonly completions = new Gather(COMPLETE_GATHER_MS);
 
   constructor(
     private readonly redis: Redis,
@@ -80,14 +86,16 @@ export class RedisStore implements Store {
   ) {
     this.keys = redisKeys(options.prefix);
     this.pendingTtlMs = options.pendingTtlMs ?? 7 * 24 * 3600 * 1000;
+    this.usageBuffer = new UsageBuffer((hour, amounts) => this.run(scripts.usage, [this.keys.usage(String(hour))], usageArgs(amounts)).then(() => undefined));
   }
 
   async admit(job: Job, limits: AdmitLimits, now: number, claim?: ClaimOptions): Promise<AdmitResult> {
     const k = this.keys;
     const { attempts: _attempts, ...data } = job;
-    const keys = [k.idem(job.key), k.device(job.deviceId), k.queue, k.jobs, k.place, k.deadlines, k.depth, k.seq];
-    if (job.cacheKey !== undefined) keys.push(k.cache(job.cacheKey), k.flight(job.cacheKey));
+    const keys = [...k.fixed, k.idem(job.key), k.quota(job.deviceId)];
+    if (job.cacheKey !== undefined) keys.push(k.cache(job.cacheKey));
     const args: LuaArg[] = [
+      k.records,
       job.key,
       JSON.stringify(data),
       job.score,
@@ -102,8 +110,7 @@ export class RedisStore implements Store {
       job.cacheKey === undefined ? '0' : '1',
     ];
     if (claim) {
-      keys.push(k.parked, k.attempts, k.leases, k.owners, k.locks, k.fences, k.calls, k.callTokens, k.pause, k.recorded);
-      args.push(claim.owner, claim.max, claim.leaseMs, claim.rpm, claim.tpm ?? '', WINDOW_MS);
+      args.push(claim.owner, claim.max, claim.leaseMs, claim.rpm, claim.tpm ?? '');
     } else {
       args.push('');
     }
@@ -123,41 +130,35 @@ export class RedisStore implements Store {
     const k = this.keys;
     const [claimed, expired, retryAt] = (await this.run(
       scripts.claim,
-      [
-        k.queue, k.parked, k.jobs, k.attempts, k.place, k.deadlines, k.depth, k.leases,
-        k.owners, k.locks, k.fences, k.calls, k.callTokens, k.pause, k.seq, k.recorded,
-      ],
-      [options.owner, options.max, options.leaseMs, options.rpm, options.tpm ?? '', now, WINDOW_MS],
+      k.fixed,
+      [k.records, options.owner, options.max, options.leaseMs, options.rpm, options.tpm ?? '', now],
     )) as [string[], string[], string];
     return toClaimResult(claimed, expired, retryAt, options.owner);
   }
 
   async takeRate(tokens: number, rpm: number, tpm: number | undefined, now: number): Promise<RateTake> {
     const k = this.keys;
-    const [ok, idOrAt] = (await this.run(
-      scripts.takeRate,
-      [k.calls, k.callTokens, k.seq, k.pause],
-      [tokens, rpm, tpm ?? '', now, WINDOW_MS],
-    )) as [number, string];
+    const [ok, idOrAt] = (await this.run(scripts.takeRate, k.fixed, [k.records, tokens, rpm, tpm ?? '', now])) as [number, string];
     return ok === 1 ? { ok: true, callId: idOrAt } : { ok: false, retryAtMs: Number(idOrAt) };
   }
 
   async settleTokens(callId: string, tokens: number): Promise<void> {
-    await this.run(scripts.settle, [this.keys.calls, this.keys.callTokens], [callId, Math.max(0, Math.round(tokens))]);
+    await this.run(scripts.settle, this.keys.fixed, [this.keys.records, callId, Math.max(0, Math.round(tokens))]);
   }
 
   async pauseUpstream(untilMs: number): Promise<void> {
-    await this.run(scripts.pause, [this.keys.pause], [untilMs, Date.now()]);
+    await this.run(scripts.pause, this.keys.fixed, [this.keys.records, untilMs, Date.now()]);
   }
 
   async renew(owner: string, keys: string[], leaseMs: number, now: number): Promise<boolean[]> {
     if (keys.length === 0) return [];
-    const held = (await this.run(scripts.renew, [this.keys.leases, this.keys.owners], [owner, leaseMs, now, ...keys])) as number[];
+    const held = (await this.run(scripts.renew, this.keys.fixed, [this.keys.records, owner, leaseMs, now, ...keys])) as number[];
     return held.map((h) => h === 1);
   }
 
   async recordReply(job: Job, reply: Reply, owner: string): Promise<RecordResult> {
-    const [kind, earlier] = (await this.run(scripts.record, [this.keys.owners, this.keys.recorded], [job.key, owner, JSON.stringify(reply)])) as [
+    const k = this.keys;
+    const [kind, earlier] = (await this.run(scripts.record, [...k.fixed, k.idem(job.key)], [k.records, owner, JSON.stringify(reply)])) as [
       string,
       string?,
     ];
@@ -169,19 +170,24 @@ export class RedisStore implements Store {
   async complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void> {
     const k = this.keys;
     const owner = 'owner' in job && typeof job.owner === 'string' ? job.owner : '';
-    const keys = [
-      k.idem(job.key), k.jobs, k.attempts, k.leases, k.owners, k.locks, k.parked, k.queue, k.place, k.dlq, k.deadlines, k.depth, k.recorded,
-    ];
-    const args: LuaArg[] = [job.key, JSON.stringify(reply), options.ttlS * 1000, now, owner, options.deadLetter ? deadLetterEntry(job, reply, now) : ''];
-    // complete.lua reads the optional keys in this order: cache, flight, usage.
     const { cache, unlead, usage } = options;
-    if (cache) keys.push(k.cache(cache.key));
-    args.push(cache ? cacheValue(cache.answer, cache.ttlMs, now) : '', cache?.ttlMs ?? 0);
-    if (unlead !== undefined) keys.push(k.flight(unlead));
-    args.push(unlead === undefined ? '0' : '1');
-    if (usage) keys.push(k.usage(String(hourOf(now))));
-    args.push(usage ? '1' : '0', ...(usage ? usageArgs(usage) : []));
-    await this.run(scripts.complete, keys, args);
+    // The cache entry and the flight are one key: an answer to cache replaces the flight.
+    const cacheKey = cache?.key ?? unlead;
+    const keys = [...k.fixed, k.idem(job.key), ...(cacheKey === undefined ? [] : [k.cache(cacheKey)])];
+    const args: LuaArg[] = [
+      k.records,
+      job.key,
+      JSON.stringify(reply),
+      options.ttlS * 1000,
+      now,
+      owner,
+      options.deadLetter ? deadLetterEntry(job, reply, now) : '',
+      cache ? cacheValue(cache.answer, cache.ttlMs, now) : '',
+      cache?.ttlMs ?? 0,
+      unlead === undefined ? '0' : '1',
+    ];
+    await this.completions.run(() => this.run(scripts.complete, keys, args));
+    if (usage) this.usageBuffer.add(usage, now);
   }
 
   async release(jobs: ClaimedJob[], _now: number): Promise<void> {
@@ -189,32 +195,18 @@ export class RedisStore implements Store {
     const byOwner = new Map<string, string[]>();
     for (const job of jobs) byOwner.set(job.owner, [...(byOwner.get(job.owner) ?? []), job.key]);
     for (const [owner, keys] of byOwner) {
-      await this.run(
-        scripts.release,
-        [k.leases, k.owners, k.locks, k.parked, k.queue, k.place, k.deadlines, k.depth],
-        [owner, ...keys],
-      );
+      await this.run(scripts.release, k.fixed, [k.records, owner, ...keys]);
     }
   }
 
   async reap(maxAttempts: number, now: number): Promise<Job[]> {
     const k = this.keys;
-    const exhausted = (await this.run(
-      scripts.reap,
-      [k.leases, k.owners, k.locks, k.parked, k.queue, k.place, k.deadlines, k.depth, k.jobs, k.attempts, k.recorded],
-      [now, maxAttempts, REAP_BATCH],
-    )) as string[];
+    const exhausted = (await this.run(scripts.reap, k.fixed, [k.records, now, maxAttempts, REAP_BATCH])) as string[];
     return toJobs(exhausted);
   }
 
   async drain(): Promise<Job[]> {
-    const k = this.keys;
-    const drained = toJobs(
-      (await this.run(scripts.drain, [k.queue, k.parked, k.jobs, k.attempts, k.place, k.deadlines, k.depth, k.recorded], [])) as string[],
-    );
-    // Their pending records go too, so a repeat after the shutdown is admitted afresh.
-    if (drained.length > 0) await this.guard(this.redis.del(...drained.map((job) => k.idem(job.key))));
-    return drained;
+    return toJobs((await this.run(scripts.drain, this.keys.fixed, [this.keys.records])) as string[]);
   }
 
   async storedReply(key: string, now: number): Promise<Reply | undefined> {
@@ -223,7 +215,7 @@ export class RedisStore implements Store {
       return freshRecordedReply(await this.redis.get(idem), now);
     } catch (err) {
       if (!(err instanceof Error && err.message.startsWith('WRONGTYPE'))) return this.guard(Promise.reject(err));
-      return freshOldRecordedReply(await this.guard(this.redis.hmget(idem, 'state', 'exp', 'reply')), now);
+      return freshOldRecordedReply(await this.guard(this.redis.hmget(idem, 'state', 'exp', 'reply', 'x', 'y')), now);
     }
   }
 
@@ -244,17 +236,13 @@ export class RedisStore implements Store {
       .map((entry) => ({ entry, job: (JSON.parse(entry) as DeadLetter).job }))
       .filter(({ job }) => keys === 'all' || keys.includes(job.key));
     if (chosen.length === 0) return 0;
-    const args: LuaArg[] = [this.pendingTtlMs];
+    const args: LuaArg[] = [k.records, this.pendingTtlMs];
     for (const { entry, job } of chosen) {
       const { attempts: _attempts, ...data } = replayedJob(job, offsetsMs, now);
       args.push(entry, job.key, JSON.stringify(data), data.score, job.priority, lockId(job.request.lock), job.tokenEstimate);
     }
-    const idemKeys = chosen.map(({ job }) => k.idem(job.key));
-    return (await this.run(
-      scripts.replay,
-      [k.dlq, k.queue, k.jobs, k.attempts, k.place, k.deadlines, k.depth, k.seq, ...idemKeys],
-      args,
-    )) as number;
+    const records = chosen.map(({ job }) => k.idem(job.key));
+    return (await this.run(scripts.replay, [...k.fixed, ...records], args)) as number;
   }
 
   async purgeDeadLetters(): Promise<number> {
@@ -266,8 +254,8 @@ export class RedisStore implements Store {
     const k = this.keys;
     const result = (await this.run(
       scripts.admitAnswered,
-      [k.idem(job.key), k.device(job.deviceId), k.seq],
-      [JSON.stringify(reply), limits.deviceRpm, now, ttlS * 1000],
+      [...k.fixed, k.idem(job.key), k.quota(job.deviceId)],
+      [k.records, JSON.stringify(reply), limits.deviceRpm, now, ttlS * 1000],
     )) as [string, string?];
     return toAdmitResult(result, 'admit-answered');
   }
@@ -297,10 +285,11 @@ export class RedisStore implements Store {
   }
 
   async recordUsage(record: UsageRecord, now: number): Promise<void> {
-    await this.run(scripts.usage, [this.keys.usage(String(hourOf(now)))], usageArgs(record));
+    this.usageBuffer.add(record, now);
   }
 
   async usage(fromMs: number, toMs: number): Promise<UsageReport> {
+    await this.usageBuffer.flush(); // this instance's own counts included
     const report = emptyReport(fromMs, toMs);
     const hours = hoursBetween(fromMs, toMs);
     const pipeline = this.redis.pipeline();
@@ -314,7 +303,10 @@ export class RedisStore implements Store {
     return report;
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    this.completions.flush();
+    await this.usageBuffer.flush().catch(() => undefined);
+  }
 
   private run(script: LuaScript, keys: string[], args: LuaArg[]): Promise<unknown> {
     return this.guard(script.run(this.redis, keys, args));

@@ -1,6 +1,13 @@
 /**
- * A rolling-window log of weighted events: exact "at most N in any 60 s", unlike a fixed
- * window, which admits 2N across a boundary.
+ * Events are counted in buckets of this size: one counts until its whole bucket has left the
+ * window, so a slot frees at most one bucket late. The Redis store keeps one field per bucket
+ * (lua/includes/window.lua); the memory store rounds the same way, so both answer alike.
+ */
+export const BUCKET_MS = 2000;
+
+/**
+ * A rolling-window log of weighted events: "at most N in any 60 s" holds exactly, unlike a
+ * fixed window, which admits 2N across a boundary. An event's time is its bucket's end.
  */
 export class SlidingWindow {
   private times: number[] = [];
@@ -16,7 +23,7 @@ export class SlidingWindow {
   /** Records an event; returns its id. */
   add(now: number, weight: number): number {
     const id = this.nextId++;
-    this.times.push(now);
+    this.times.push((Math.floor(now / BUCKET_MS) + 1) * BUCKET_MS);
     this.weights.push(weight);
     this.ids.push(id);
     this.total += weight;

@@ -4,7 +4,7 @@ import { RedisStore } from '../../bridge/store/redis.js';
 import { redisKeys } from '../../bridge/store/redis-keys.js';
 import type { Store } from '../../bridge/store/types.js';
 import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
-import { describeStoreContract, makeJob } from './store-contract.js';
+import { describeStoreContract, makeJob, makeReply } from './store-contract.js';
 
 const redis = connectRedis();
 const prefixes = new Map<Store, string>();
@@ -47,7 +47,7 @@ describe('redis store', () => {
     await deletePrefix(redis, prefix);
   });
 
-  it('keeps the idempotency record in one string, and honours a record an older version wrote as a hash', async () => {
+  it('keeps the job and its idempotency record in one key, and honours records older versions wrote', async () => {
     const prefix = uniquePrefix('idem');
     try {
       const store = new RedisStore(redis, { prefix });
@@ -56,7 +56,11 @@ describe('redis store', () => {
       const limits = { deviceRpm: 10, queueMax: 10 };
       const fresh = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'normal', arrivalMs: now });
       expect((await store.admit(fresh, limits, now)).kind).toBe('queued');
-      expect(await redis.get(keys.idem(fresh.key))).toBe('p');
+      expect(JSON.parse((await redis.hget(keys.idem(fresh.key), 'j')) ?? '{}')).toMatchObject({ key: fresh.key });
+      await store.complete(fresh, makeReply(fresh), { ttlS: 60, deadLetter: false }, now);
+      expect(await redis.get(keys.idem(fresh.key))).toMatch(/^d\d+\|\{/);
+      await redis.set(keys.idem('cam-1/old-0'), 'p'); // 0.6.1's pending record
+      expect((await store.admit(makeJob({ deviceId: 'cam-1', id: 'old-0', priority: 'normal', arrivalMs: now }), limits, now)).kind).toBe('duplicate_pending');
       const reply = { id: 'old-1', ok: false as const, error: { code: 'expired' as const, message: 'old' } };
       await redis.hset(keys.idem('cam-1/old-1'), 'state', 'done', 'exp', String(now + 60_000), 'reply', JSON.stringify(reply));
       await redis.hset(keys.idem('cam-1/old-2'), 'state', 'pending');
@@ -68,7 +72,7 @@ describe('redis store', () => {
     }
   });
 
-  it('counts usage in four fields per call, and still reads an hour written in the older one-dimension form', async () => {
+  it('counts usage in four fields per (device, model, priority), written once a second, and reads the older one-dimension form', async () => {
     const prefix = uniquePrefix('usage');
     try {
       const store = new RedisStore(redis, { prefix });
@@ -78,6 +82,8 @@ describe('redis store', () => {
       await store.recordUsage(record, now);
       await store.recordUsage({ ...record, costUsd: 0 }, now);
       const key = redisKeys(prefix).usage(String(hour));
+      expect(await redis.exists(key)).toBe(0); // counted in the instance until the next flush
+      for (let i = 0; i < 300 && (await redis.exists(key)) === 0; i++) await new Promise((r) => setTimeout(r, 10));
       expect(Object.keys(await redis.hgetall(key)).sort()).toEqual(['c', 'p', 'r', 'usd'].map((m) => `cam-1\tgpt\tx\thigh\t${m}`));
       const keepMs = 8 * 24 * 3_600_000;
       expect(await redis.pttl(key)).toBeGreaterThan(keepMs - 60_000);

@@ -1,16 +1,19 @@
 --[[ admit-answered: a request answered from the cache. Idempotency record and device quota
 as in admit, then the reply is recorded as the answer; nothing is queued.
-KEYS[1] idem:{jobKey}  KEYS[2] dev:{deviceId}  KEYS[3] seq
-ARGV[1] reply JSON  ARGV[2] device requests per minute  ARGV[3] now ms  ARGV[4] ttl ms
+KEYS[1..10] the fixed keys (includes/keys.lua)  KEYS[11] the job's record  KEYS[12] its device's quota
+ARGV[1] records' key base  ARGV[2] reply JSON  ARGV[3] device requests per minute  ARGV[4] now ms
+ARGV[5] ttl ms
 Returns {'answered'} | {'duplicate_pending'} | {'duplicate_done', reply} | {'rate_limited', retryAfterMs}
 ]]
 local rcall = redis.call
+--- @include "keys"
+--- @include "window"
+--- @include "records"
 --- @include "admission"
 
-local now, ttlMs = tonumber(ARGV[3]), tonumber(ARGV[4])
-local windowMs = 60000
-local refused = screen(KEYS[1], KEYS[2], tonumber(ARGV[2]), now, windowMs)
+local now, ttlMs = tonumber(ARGV[4]), tonumber(ARGV[5])
+local refused, quota = screen(KEYS[11], KEYS[12], tonumber(ARGV[3]), now)
 if refused then return refused end
-countAdmission(KEYS[2], rcall('INCR', KEYS[3]), now, windowMs)
-recordReply(KEYS[1], ARGV[1], now, ttlMs)
+closeWindow(quota)
+recordReply(KEYS[11], ARGV[2], now, ttlMs)
 return {'answered'}

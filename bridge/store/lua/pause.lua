@@ -1,9 +1,15 @@
 --[[ pause: a 429 pauses dispatch to the upstream for every instance; never shortens a pause.
-KEYS[1] pause  ARGV[1] until ms  ARGV[2] now ms (only for the key's backstop expiry)
+The pause is a field of the budget's hash, which then lives at least as long as the pause.
+KEYS[1..10] the fixed keys (includes/keys.lua)
+ARGV[1] records' key base (unused)  ARGV[2] until ms  ARGV[3] now ms
 ]]
 local rcall = redis.call
-local untilMs, now = tonumber(ARGV[1]), tonumber(ARGV[2])
-if untilMs > tonumber(rcall('GET', KEYS[1]) or '0') then
-  rcall('SET', KEYS[1], ARGV[1], 'PX', math.max(untilMs - now, 0) + 60000)
+--- @include "keys"
+
+local untilMs, now = tonumber(ARGV[2]), tonumber(ARGV[3])
+if untilMs > tonumber(rcall('HGET', K.budget, 'pause') or '0') then
+  rcall('HSET', K.budget, 'pause', ARGV[2])
+  local keep = math.max(untilMs - now, 0) + 60000
+  if rcall('PTTL', K.budget) < keep then rcall('PEXPIRE', K.budget, keep) end
 end
 return 1

@@ -2,30 +2,32 @@
 reach the limit, are returned for a final reply (the caller completes them). A job with a
 recorded reply (record.lua) always goes back to the queue: its next claim publishes that
 reply, where a final reply of our own would be a second, different one.
-KEYS[1] leases  KEYS[2] owners  KEYS[3] locks  KEYS[4] parked  KEYS[5] queue  KEYS[6] place
-KEYS[7] deadlines  KEYS[8] depth  KEYS[9] jobs  KEYS[10] attempts  KEYS[11] recorded
-ARGV[1] now ms  ARGV[2] max attempts  ARGV[3] most leases handled in one call
+KEYS[1..10] the fixed keys (includes/keys.lua)
+ARGV[1] records' key base  ARGV[2] now ms  ARGV[3] max attempts  ARGV[4] most leases handled in one call
 Returns flat {jobJSON, attempts}... of the exhausted jobs.
 ]]
 local rcall = redis.call
+--- @include "keys"
 --- @include "members"
+--- @include "records"
 --- @include "queue"
 
 local exhausted = {}
-for _, key in ipairs(rcall('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))) do
-  rcall('ZREM', KEYS[1], key)
-  local held = rcall('HGET', KEYS[2], key)
-  rcall('HDEL', KEYS[2], key)
-  if held then
-    local _, _, score, deadline, member = unpackOwner(held)
+for _, key in ipairs(rcall('ZRANGEBYSCORE', K.leases, '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[4]))) do
+  rcall('ZREM', K.leases, key)
+  local r = rec(key)
+  local v = readJob(r, 'o', 'r', 'j')
+  if v[1] and v[1] ~= '' then
+    local _, _, score, deadline, member = unpackOwner(v[1])
     local _, _, lockId = parseMember(member)
-    unlock(KEYS[3], KEYS[4], KEYS[5], KEYS[6], lockId, key)
-    local attempts = rcall('HINCRBY', KEYS[10], key, 1)
-    if attempts >= tonumber(ARGV[2]) and rcall('HEXISTS', KEYS[11], key) == 0 then
-      exhausted[#exhausted + 1] = rcall('HGET', KEYS[9], key)
+    rcall('HSET', r, 'o', '')
+    unlock(lockId, key)
+    local attempts = rcall('HINCRBY', r, 'a', 1)
+    if attempts >= tonumber(ARGV[3]) and not v[2] then
+      exhausted[#exhausted + 1] = v[3]
       exhausted[#exhausted + 1] = tostring(attempts)
     else
-      enqueue(KEYS[5], KEYS[6], KEYS[7], KEYS[8], score, deadline, member)
+      enqueue(score, deadline, member)
     end
   end
 end

@@ -1,13 +1,14 @@
 --[[ settle: replaces a call's token estimate with the tokens the upstream reported, while
-the call is still in the rolling window.
-KEYS[1] calls  KEYS[2] call tokens
-ARGV[1] call id (seq:estimate)  ARGV[2] reported tokens
+its bucket is still in the rolling window (includes/window.lua).
+KEYS[1..10] the fixed keys (includes/keys.lua)
+ARGV[1] records' key base (unused)  ARGV[2] call id (bucket:estimate)  ARGV[3] reported tokens
 ]]
 local rcall = redis.call
-local score = rcall('ZSCORE', KEYS[1], ARGV[1])
-if not score then return 0 end
-local seq, estimate = string.match(ARGV[1], '^(%d+):(%d+)$')
-rcall('ZREM', KEYS[1], ARGV[1])
-rcall('ZADD', KEYS[1], score, seq .. ':' .. ARGV[2])
-rcall('INCRBY', KEYS[2], tonumber(ARGV[2]) - tonumber(estimate))
+--- @include "keys"
+
+local bucket, estimate = string.match(ARGV[2], '^(-?%d+):(%d+)$')
+if not bucket or rcall('HEXISTS', K.budget, 't' .. bucket) == 0 then return 0 end
+local delta = tonumber(ARGV[3]) - tonumber(estimate)
+rcall('HINCRBY', K.budget, 't' .. bucket, delta)
+rcall('HINCRBY', K.budget, 'w', delta)
 return 1

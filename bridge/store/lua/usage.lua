@@ -1,9 +1,17 @@
---[[ usage: adds one answered call to an hour's totals (includes/usage.lua).
+--[[ usage: adds an instance's usage since its last flush to an hour's totals. One field per
+(device, model, priority) and metric: device TAB model TAB priority TAB metric (r requests,
+p prompt tokens, c completion tokens, usd cost); a report adds them up by dimension. The
+hour's key gets its expiry with each flush.
 KEYS[1] usage:{hour}
-ARGV[1] device id  ARGV[2] model  ARGV[3] priority  ARGV[4] prompt tokens
-ARGV[5] completion tokens  ARGV[6] cost in USD  ARGV[7] keep ms
+ARGV[1] keep ms  ARGV[2..] field, amount, field, amount, ...
 ]]
 local rcall = redis.call
---- @include "usage"
-addUsage(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+for i = 2, #ARGV, 2 do
+  if string.sub(ARGV[i], -4) == '\tusd' then
+    rcall('HINCRBYFLOAT', KEYS[1], ARGV[i], ARGV[i + 1])
+  else
+    rcall('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1])
+  end
+end
+rcall('PEXPIRE', KEYS[1], ARGV[1])
 return 1

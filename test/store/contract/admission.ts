@@ -2,7 +2,7 @@
 // an admission that claims along in the same step.
 import { describe, expect, it } from 'vitest';
 import type { AdmitLimits, ClaimedJob, Job } from '../../../bridge/store/types.js';
-import { admitAll, baseTime, claimOpts, type ContractContext, DONE, ids, LEASE, leadOneOf, LIMITS, makeJob, makeReply, MINUTE, sameJob } from './fixtures.js';
+import { admitAll, baseTime, claimOpts, type ContractContext, DONE, ids, LEASE, leadOneOf, leaves, LIMITS, makeJob, makeReply, sameJob } from './fixtures.js';
 
 export function admissionContract({ open }: ContractContext): void {
   describe('admission and idempotency', () => {
@@ -88,7 +88,7 @@ export function deviceQuotaContract({ open }: ContractContext): void {
   describe('device quota', () => {
     const quota: AdmitLimits = { deviceRpm: 3, queueMax: 1000 };
 
-    it('admits deviceRpm jobs in 60 s, then answers rate_limited with the exact wait for the oldest to leave', async () => {
+    it('admits deviceRpm jobs in 60 s, then answers rate_limited with the wait for the oldest bucket to leave', async () => {
       const store = await open();
       const t = baseTime();
       for (let i = 0; i < 3; i += 1) {
@@ -96,8 +96,8 @@ export function deviceQuotaContract({ open }: ContractContext): void {
         expect(await store.admit(job, quota, job.arrivalMs)).toEqual({ kind: 'queued' });
       }
       const over = makeJob({ deviceId: 'cam-1', id: 'r-3', priority: 'normal', arrivalMs: t + 10_000 });
-      expect(await store.admit(over, quota, t + 10_000)).toEqual({ kind: 'rate_limited', retryAfterMs: 50_000 });
-      expect(await store.admit(over, quota, t + 59_999)).toEqual({ kind: 'rate_limited', retryAfterMs: 1 });
+      expect(await store.admit(over, quota, t + 10_000)).toEqual({ kind: 'rate_limited', retryAfterMs: leaves(t) - t - 10_000 });
+      expect(await store.admit(over, quota, leaves(t) - 1)).toEqual({ kind: 'rate_limited', retryAfterMs: 1 });
     });
 
     it('leaves other devices unaffected by one device being over its quota', async () => {
@@ -114,7 +114,7 @@ export function deviceQuotaContract({ open }: ContractContext): void {
       }
     });
 
-    it('rolls the window: an admission at t leaves it at t + 60000, and rejected attempts use no quota', async () => {
+    it('rolls the window: an admission leaves it a minute after its 2 s bucket ends, and rejected attempts use no quota', async () => {
       const store = await open();
       const t = baseTime();
       for (let i = 0; i < 3; i += 1) {
@@ -122,11 +122,14 @@ export function deviceQuotaContract({ open }: ContractContext): void {
         await store.admit(job, quota, job.arrivalMs);
       }
       const next = (id: string, at: number): Job => makeJob({ deviceId: 'cam-1', id, priority: 'normal', arrivalMs: at });
-      expect((await store.admit(next('r-3', t + 59_999), quota, t + 59_999)).kind).toBe('rate_limited');
-      expect(await store.admit(next('r-3', t + 60_000), quota, t + 60_000)).toEqual({ kind: 'queued' });
-      // Full again (t+1000, t+2000, t+60000): the next slot is t+1000's, at t+61000.
-      expect(await store.admit(next('r-4', t + 60_001), quota, t + 60_001)).toEqual({ kind: 'rate_limited', retryAfterMs: 999 });
-      expect(await store.admit(next('r-4', t + 61_000), quota, t + 61_000)).toEqual({ kind: 'queued' });
+      const later = leaves(t);
+      expect((await store.admit(next('r-3', later - 1), quota, later - 1)).kind).toBe('rate_limited');
+      // t and t+1000 share a bucket: both leave at once.
+      expect(await store.admit(next('r-3', later), quota, later)).toEqual({ kind: 'queued' });
+      expect(await store.admit(next('r-4', later + 1), quota, later + 1)).toEqual({ kind: 'queued' });
+      // Full again (t+2000 and the two just now): the next slot is t+2000's.
+      expect(await store.admit(next('r-5', later + 2), quota, later + 2)).toEqual({ kind: 'rate_limited', retryAfterMs: leaves(t + 2000) - later - 2 });
+      expect(await store.admit(next('r-5', leaves(t + 2000)), quota, leaves(t + 2000))).toEqual({ kind: 'queued' });
     });
 
     it('creates no idempotency record and uses no quota for a rate_limited or queue_full admission', async () => {
@@ -146,8 +149,8 @@ export function deviceQuotaContract({ open }: ContractContext): void {
       expect(ids((await store.claim(claimOpts(), t + 3)).jobs)).toEqual(['a-1']);
       expect(await store.admit(b1, limits, t + 4)).toEqual({ kind: 'queued' });
       expect(ids((await store.claim(claimOpts(), t + 5)).jobs)).toEqual(['b-1']);
-      // cam-1's quota frees at t + 60000: the rate-limited key is new, not a duplicate.
-      expect(await store.admit(a2, limits, t + MINUTE)).toEqual({ kind: 'queued' });
+      // cam-1's quota frees a minute after its bucket: the rate-limited key is new, not a duplicate.
+      expect(await store.admit(a2, limits, leaves(t))).toEqual({ kind: 'queued' });
     });
   });
 }
@@ -240,7 +243,7 @@ export function claimAlongContract({ open }: ContractContext): void {
       const result = await store.admit(job, LIMITS, t + 2, claimOpts({ rpm: 1 }));
       if (result.kind !== 'queued' || !result.along) throw new Error('expected queued with a claim');
       expect(result.along.claim.jobs).toEqual([]);
-      expect(result.along.claim.retryAtMs).toBe(t + 1 + 60_000);
+      expect(result.along.claim.retryAtMs).toBe(leaves(t + 1));
       expect(await store.admit(job, LIMITS, t + 3, claimOpts())).toEqual({ kind: 'duplicate_pending' });
       expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 1, low: 0 });
     });

@@ -5,8 +5,12 @@ import type { Priority, Reply } from '../../../contract/index.js';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../../bridge/config/config.js';
 import type { AdmitLimits, ClaimedJob, ClaimOptions, Job, Lead, Store } from '../../../bridge/store/types.js';
 import { jobKey } from '../../../bridge/store/types.js';
+import { BUCKET_MS } from '../../../bridge/store/sliding-window.js';
 
 export const MINUTE = 60_000;
+
+/** When a call or admission made at `at` leaves its rolling minute: the end of its bucket, plus a minute. */
+export const leaves = (at: number): number => (Math.floor(at / BUCKET_MS) + 1) * BUCKET_MS + MINUTE;
 export const LIMITS: AdmitLimits = { deviceRpm: 1000, queueMax: 1000 };
 export const DONE = { ttlS: 3600, deadLetter: false };
 export const LEASE = 30_000;

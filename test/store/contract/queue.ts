@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { PRIORITIES, type Priority } from '../../../contract/index.js';
 import type { ClaimedJob, Job } from '../../../bridge/store/types.js';
-import { admitAll, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, LIMITS, makeJob, sameJob } from './fixtures.js';
+import { admitAll, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, leaves, LIMITS, makeJob, sameJob } from './fixtures.js';
 
 export function claimOrderContract({ open }: ContractContext): void {
   describe('claim order', () => {
@@ -115,7 +115,7 @@ export function claimOrderContract({ open }: ContractContext): void {
       expect((await store.takeRate(10, 100, 1000, t + 5)).ok).toBe(false); // 100 + 500 + 450 + 10 > 1000
       // Settling a call that left the window changes nothing: the budget counts only the
       // calls still in it (here one of 900 tokens, taken after the others left).
-      const later = t + 4 + 60_001;
+      const later = leaves(t + 4);
       expect((await store.takeRate(900, 100, 1000, later)).ok).toBe(true);
       await store.settleTokens(take.callId, 0);
       expect((await store.takeRate(200, 100, 1000, later + 1)).ok).toBe(false); // 900 + 200 > 1000

@@ -1,8 +1,9 @@
 // Store contract, upstream rate limits: rpm and tpm over a rolling minute, shared by claim
-// and takeRate, and the upstream pause.
+// and takeRate, and the upstream pause. A call counts until the end of its 2 s bucket plus a
+// minute (leaves()).
 import { describe, expect, it } from 'vitest';
 import type { Job, Store } from '../../../bridge/store/types.js';
-import { admitAll, baseTime, claimOpts, type ContractContext, ids, makeJob, MINUTE } from './fixtures.js';
+import { admitAll, baseTime, claimOpts, type ContractContext, ids, leaves, makeJob } from './fixtures.js';
 
 export function rateLimitsContract({ open }: ContractContext): void {
   describe('upstream rate limits', () => {
@@ -22,13 +23,13 @@ export function rateLimitsContract({ open }: ContractContext): void {
       expect(ids((await store.claim(opts, t + 10)).jobs)).toEqual(['r0']);
       expect(ids((await store.claim(opts, t + 10_000)).jobs)).toEqual(['r1']);
       expect(ids((await store.claim(opts, t + 20_000)).jobs)).toEqual(['r2']);
-      expect(await store.claim(opts, t + 30_000)).toEqual({ jobs: [], expired: [], retryAtMs: t + 10 + MINUTE });
-      expect(await store.claim(opts, t + 9 + MINUTE)).toEqual({ jobs: [], expired: [], retryAtMs: t + 10 + MINUTE });
+      expect(await store.claim(opts, t + 30_000)).toEqual({ jobs: [], expired: [], retryAtMs: leaves(t + 10) });
+      expect(await store.claim(opts, leaves(t + 10) - 1)).toEqual({ jobs: [], expired: [], retryAtMs: leaves(t + 10) });
 
-      const rolled = await store.claim(claimOpts({ rpm: 3, max: 10 }), t + 10 + MINUTE);
+      const rolled = await store.claim(claimOpts({ rpm: 3, max: 10 }), leaves(t + 10));
       expect(ids(rolled.jobs)).toEqual(['r3']);
-      const blocked = await store.claim(claimOpts({ rpm: 3, max: 10 }), t + 10 + MINUTE + 1);
-      expect(blocked).toEqual({ jobs: [], expired: [], retryAtMs: t + 10_000 + MINUTE });
+      const blocked = await store.claim(claimOpts({ rpm: 3, max: 10 }), leaves(t + 10) + 1);
+      expect(blocked).toEqual({ jobs: [], expired: [], retryAtMs: leaves(t + 10_000) });
       expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 2, low: 0 });
     });
 
@@ -37,7 +38,7 @@ export function rateLimitsContract({ open }: ContractContext): void {
       const t = baseTime();
       await queueN(store, 5, t);
       expect(ids((await store.claim(claimOpts({ rpm: 2, max: 10 }), t + 10)).jobs)).toEqual(['r0', 'r1']);
-      expect(await store.claim(claimOpts({ rpm: 2, max: 10 }), t + 11)).toEqual({ jobs: [], expired: [], retryAtMs: t + 10 + MINUTE });
+      expect(await store.claim(claimOpts({ rpm: 2, max: 10 }), t + 11)).toEqual({ jobs: [], expired: [], retryAtMs: leaves(t + 10) });
     });
 
     it('limits the summed tokenEstimate of claims in 60 s to tpm', async () => {
@@ -48,9 +49,9 @@ export function rateLimitsContract({ open }: ContractContext): void {
       expect(ids((await store.claim(opts, t + 10)).jobs)).toEqual(['r0']);
       expect(ids((await store.claim(opts, t + 5000)).jobs)).toEqual(['r1']);
       // 800 used; another 400 needs r0's 400 out of the window.
-      expect(await store.claim(opts, t + 6000)).toEqual({ jobs: [], expired: [], retryAtMs: t + 10 + MINUTE });
-      expect(ids((await store.claim(opts, t + 10 + MINUTE)).jobs)).toEqual(['r2']);
-      expect(await store.claim(opts, t + 11 + MINUTE)).toEqual({ jobs: [], expired: [], retryAtMs: t + 5000 + MINUTE });
+      expect(await store.claim(opts, t + 6000)).toEqual({ jobs: [], expired: [], retryAtMs: leaves(t + 10) });
+      expect(ids((await store.claim(opts, leaves(t + 10))).jobs)).toEqual(['r2']);
+      expect(await store.claim(opts, leaves(t + 10) + 1)).toEqual({ jobs: [], expired: [], retryAtMs: leaves(t + 5000) });
     });
 
     it('lets a job larger than tpm run alone once the window is empty', async () => {
@@ -61,8 +62,8 @@ export function rateLimitsContract({ open }: ContractContext): void {
       expect(ids((await store.claim(opts, t + 10)).jobs)).toEqual(['r0']);
       const blocked = await store.claim(opts, t + 20);
       expect(blocked.jobs).toEqual([]);
-      expect(blocked.retryAtMs).toBe(t + 10 + MINUTE);
-      expect(ids((await store.claim(opts, t + 10 + MINUTE)).jobs)).toEqual(['r1']);
+      expect(blocked.retryAtMs).toBe(leaves(t + 10));
+      expect(ids((await store.claim(opts, leaves(t + 10))).jobs)).toEqual(['r1']);
     });
 
     it('takeRate spends and respects the same rpm budget as claim', async () => {
@@ -72,10 +73,13 @@ export function rateLimitsContract({ open }: ContractContext): void {
       expect(ids((await store.claim(claimOpts({ rpm: 2 }), t + 10)).jobs)).toEqual(['r0']);
       expect((await store.takeRate(10, 2, undefined, t + 20)).ok).toBe(true);
       // The claim's token and the retry's token fill rpm 2: the next retry waits for the claim's to leave.
-      expect(await store.takeRate(10, 2, undefined, t + 30)).toEqual({ ok: false, retryAtMs: t + 10 + MINUTE });
-      expect(await store.takeRate(10, 2, undefined, t + 9 + MINUTE)).toEqual({ ok: false, retryAtMs: t + 10 + MINUTE });
-      expect((await store.takeRate(10, 2, undefined, t + 10 + MINUTE)).ok).toBe(true);
-      expect(await store.takeRate(10, 2, undefined, t + 11 + MINUTE)).toEqual({ ok: false, retryAtMs: t + 20 + MINUTE });
+      expect(await store.takeRate(10, 2, undefined, t + 30)).toEqual({ ok: false, retryAtMs: leaves(t + 10) });
+      expect(await store.takeRate(10, 2, undefined, leaves(t + 10) - 1)).toEqual({ ok: false, retryAtMs: leaves(t + 10) });
+      // The claim's call and the retry's share a bucket: they leave the window together.
+      const later = leaves(t + 10);
+      expect((await store.takeRate(10, 2, undefined, later)).ok).toBe(true);
+      expect((await store.takeRate(10, 2, undefined, later + 1)).ok).toBe(true);
+      expect(await store.takeRate(10, 2, undefined, later + 2)).toEqual({ ok: false, retryAtMs: leaves(later) });
     });
 
     it('shares one budget between takeRate and claim, for rpm and tpm alike', async () => {
@@ -85,13 +89,13 @@ export function rateLimitsContract({ open }: ContractContext): void {
       expect((await store.takeRate(300, 2, 1000, t + 10)).ok).toBe(true);
       expect((await store.takeRate(300, 2, 1000, t + 20)).ok).toBe(true);
       // rpm 2 spent by takeRate: claim waits for the first call to leave the window.
-      expect(await store.claim(claimOpts({ rpm: 2, tpm: 1000 }), t + 30)).toEqual({ jobs: [], expired: [], retryAtMs: t + 10 + MINUTE });
+      expect(await store.claim(claimOpts({ rpm: 2, tpm: 1000 }), t + 30)).toEqual({ jobs: [], expired: [], retryAtMs: leaves(t + 10) });
       expect(ids((await store.claim(claimOpts({ rpm: 3, tpm: 1000 }), t + 40)).jobs)).toEqual(['r0']);
       // 900 tokens used: 300 more would exceed tpm 1000 until the first 300 leave.
-      expect(await store.takeRate(300, 10, 1000, t + 50)).toEqual({ ok: false, retryAtMs: t + 10 + MINUTE });
+      expect(await store.takeRate(300, 10, 1000, t + 50)).toEqual({ ok: false, retryAtMs: leaves(t + 10) });
       expect((await store.takeRate(100, 10, 1000, t + 60)).ok).toBe(true);
-      expect(await store.takeRate(1, 10, 1000, t + 70)).toEqual({ ok: false, retryAtMs: t + 10 + MINUTE });
-      expect((await store.takeRate(300, 10, 1000, t + 10 + MINUTE)).ok).toBe(true);
+      expect(await store.takeRate(1, 10, 1000, t + 70)).toEqual({ ok: false, retryAtMs: leaves(t + 10) });
+      expect((await store.takeRate(300, 10, 1000, leaves(t + 10))).ok).toBe(true);
     });
 
     it('pauseUpstream stops claims and takeRate until the pause ends, and a shorter pause does not shorten it', async () => {
@@ -114,7 +118,7 @@ export function rateLimitsContract({ open }: ContractContext): void {
       await store.pauseUpstream(t + 1000);
       expect((await store.takeRate(10, 1, undefined, t + 999)).ok).toBe(false);
       expect((await store.takeRate(10, 1, undefined, t + 1000)).ok).toBe(true);
-      expect(await store.takeRate(10, 1, undefined, t + 1001)).toEqual({ ok: false, retryAtMs: t + 1000 + MINUTE });
+      expect(await store.takeRate(10, 1, undefined, t + 1001)).toEqual({ ok: false, retryAtMs: leaves(t + 1000) });
     });
   });
 }

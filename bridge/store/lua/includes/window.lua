@@ -1,0 +1,94 @@
+-- A rolling-window counter in one hash: calls per bucket of BUCKET_MS ('c'..n, and tokens
+-- 't'..n when they are counted), with the totals of the buckets still in the window ('n'
+-- calls, 'w' tokens) and the oldest of them ('o'), so a check reads three fields. A bucket
+-- counts until all of it has left the window: "at most N in any rolling window" holds
+-- exactly, and a slot frees at most one bucket late. A window is opened once per script,
+-- tried per call in Lua, and written back once; the key expires two windows after its
+-- newest bucket.
+local BUCKET_MS = 2000
+
+-- Drops the buckets that left the window, and recounts the totals from those left.
+local function resyncWindow(w)
+  local all = rcall('HGETALL', w.key)
+  local count, weight, oldest, gone = 0, 0, w.last, {}
+  for i = 1, #all, 2 do
+    local field, kind = all[i], string.sub(all[i], 1, 1)
+    local b = (kind == 'c' or kind == 't') and tonumber(string.sub(field, 2))
+    if b and b < w.first then
+      gone[#gone + 1] = field
+    elseif b then
+      if kind == 'c' then count = count + tonumber(all[i + 1]) else weight = weight + tonumber(all[i + 1]) end
+      oldest = math.min(oldest, b)
+    end
+  end
+  if #gone > 0 then rcall('HDEL', w.key, unpack(gone)) end
+  w.count, w.weight, w.oldest, w.moved = count, weight, oldest, true
+end
+
+-- `extra`: one more field of the same hash to read along (the upstream pause), or nil.
+local function openWindow(key, now, windowMs, withTokens, extra)
+  local last = math.floor(now / BUCKET_MS)
+  local v = rcall('HMGET', key, 'n', 'w', 'o', extra or 'n')
+  local w = {
+    key = key, first = math.floor((now - windowMs) / BUCKET_MS), last = last, windowMs = windowMs,
+    withTokens = withTokens, count = tonumber(v[1] or '0'), weight = tonumber(v[2] or '0'),
+    oldest = tonumber(v[3] or last), taken = {}, sum = 0, extra = extra and v[4], moved = false,
+  }
+  if w.oldest < w.first then resyncWindow(w) end
+  return w
+end
+
+-- True when a call of `tokens` fits now (tokenLimit nil: tokens are not limited); it is then
+-- counted, and written by closeWindow.
+local function tryWindow(w, tokens, limit, tokenLimit)
+  local count, weight = w.count + #w.taken, w.weight + w.sum
+  -- A single call larger than the whole budget may still run alone, or it never would.
+  if count < limit and (tokenLimit == nil or weight + tokens <= tokenLimit or count == 0) then
+    w.taken[#w.taken + 1] = tokens
+    w.sum = w.sum + tokens
+    return true
+  end
+  return false
+end
+
+-- Writes the calls tried in; returns their ids ('bucket:tokens'), in the order they were taken.
+local function closeWindow(w)
+  local n = #w.taken
+  local ids = {}
+  for i, tokens in ipairs(w.taken) do ids[i] = w.last .. ':' .. tokens end
+  local fresh = false
+  if n > 0 then
+    fresh = rcall('HINCRBY', w.key, 'c' .. w.last, n) == n
+    if w.withTokens then rcall('HINCRBY', w.key, 't' .. w.last, w.sum) end
+  end
+  w.count, w.weight = w.count + n, w.weight + w.sum
+  if w.moved or fresh then
+    rcall('HSET', w.key, 'n', w.count, 'w', w.weight, 'o', math.min(w.oldest, w.last))
+    if fresh then rcall('PEXPIRE', w.key, w.windowMs * 2) end
+  elseif n > 0 then
+    rcall('HINCRBY', w.key, 'n', n)
+    if w.withTokens then rcall('HINCRBY', w.key, 'w', w.sum) end
+  end
+  w.taken, w.sum, w.moved = {}, 0, false
+  return ids
+end
+
+-- After closeWindow: the earliest time a call of `tokens` would fit (buckets leave in order).
+local function windowFreeAt(w, tokens, limit, tokenLimit, now)
+  local count, weight = w.count, w.weight
+  local function fits()
+    return count < limit and (tokenLimit == nil or weight + tokens <= tokenLimit or count == 0)
+  end
+  if fits() then return now end
+  local fields = {}
+  for b = w.first, w.last do
+    fields[#fields + 1] = 'c' .. b
+    fields[#fields + 1] = 't' .. b
+  end
+  local v = rcall('HMGET', w.key, unpack(fields))
+  for i = 0, w.last - w.first do
+    count, weight = count - tonumber(v[2 * i + 1] or '0'), weight - tonumber(v[2 * i + 2] or '0')
+    if fits() then return (w.first + i + 1) * BUCKET_MS + w.windowMs end
+  end
+  return (w.last + 1) * BUCKET_MS + w.windowMs
+end

@@ -74,6 +74,15 @@ export async function openCoordination(
     throw new ConfigError('REDIS_URL', policy.problem.replace(/^REDIS_URL: /, ''));
   }
   if (policy.ok === 'unknown') log.warn({ reason: policy.reason }, 'cannot read maxmemory-policy; make sure it is noeviction');
+  const store = new RedisStore(redis, { prefix: config.redisPrefix });
+  let moved: number;
+  try {
+    moved = await store.upgrade(Date.now());
+  } catch (err) {
+    redis.disconnect();
+    throw err;
+  }
+  if (moved > 0) log.info({ jobs: moved }, 'moved the jobs an older version left in Redis to this version\'s layout');
 
   const channel = redisKeys(config.redisPrefix).instances;
   let presence: Presence;
@@ -101,7 +110,7 @@ export async function openCoordination(
   }
   return {
     kind: 'redis',
-    store: new RedisStore(redis, { prefix: config.redisPrefix }),
+    store,
     plugins,
     redis,
     healthy: () => redis.status === 'ready',

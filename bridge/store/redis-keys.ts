@@ -59,6 +59,8 @@ export function redisKeys(prefix: string) {
     usage: (hour: string) => `${p}:usage:${hour}`,
     breaker: (provider: string) => `${p}:breaker:${provider}`,
     instances: `${p}:instances`,
+    /** Keys 0.6 kept and this version no longer does, read once by RedisStore.upgrade. */
+    legacy: ['jobs', 'attempts', 'place', 'owners', 'recorded', 'calls', 'calltokens', 'pause'].map((name) => `${p}:${name}`),
     /** Matches every key of the deployment (tests clean up with it). */
     pattern: `${p}:*`,
   };

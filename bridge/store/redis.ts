@@ -43,6 +43,8 @@ import { replayedJob } from './types.js';
 
 /** How long a completion waits for others, to go to Redis in the same write. */
 const COMPLETE_GATHER_MS = 2;
+/** Jobs moved per upgrade step. */
+const UPGRADE_BATCH = 500;
 /** Leases handled per reap call, so one call never blocks Redis for long. */
 const REAP_BATCH = 500;
 
@@ -63,6 +65,7 @@ const scripts = {
   lead: new LuaScript('lead'),
   unlead: new LuaScript('unlead'),
   usage: new LuaScript('usage'),
+  upgrade: new LuaScript('upgrade'),
 };
 
 export interface RedisStoreOptions {
@@ -124,6 +127,27 @@ export class RedisStore implements Store {
         lead: leadKind === 'leader' ? { leader: leadValue } : undefined,
       },
     };
+  }
+
+  /**
+   * Moves what 0.6 left in Redis (queued and running jobs, the upstream's budget) into this
+   * version's layout, in batches so Redis is never held for long; returns the jobs moved.
+   */
+  async upgrade(now: number): Promise<number> {
+    const k = this.keys;
+    const [jobs, ...others] = k.legacy as [string, ...string[]];
+    if ((await this.guard(this.redis.exists(jobs, ...others))) === 0) return 0;
+    const step = (jobKeys: string[]) => this.run(scripts.upgrade, [...k.fixed, ...k.legacy], [k.records, this.pendingTtlMs, now, ...jobKeys]);
+    let moved = 0;
+    let cursor = '0';
+    do {
+      const [next, flat] = await this.guard(this.redis.hscan(jobs, cursor, 'COUNT', UPGRADE_BATCH));
+      cursor = next;
+      const jobKeys = flat.filter((_, i) => i % 2 === 0);
+      if (jobKeys.length > 0) moved += (await step(jobKeys)) as number;
+    } while (cursor !== '0');
+    await step([]);
+    return moved;
   }
 
   async claim(options: ClaimOptions, now: number): Promise<ClaimResult> {

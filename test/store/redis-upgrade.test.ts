@@ -1,0 +1,81 @@
+// Upgrading from 0.6: what an older version left in Redis (a queued job, a running job with a
+// recorded reply, pending idempotency records, the upstream's calls and pause) is moved into
+// this version's layout at start-up, and every promise holds for it afterwards.
+import { afterAll, describe, expect, it } from 'vitest';
+import { RedisStore } from '../../bridge/store/redis.js';
+import { redisKeys } from '../../bridge/store/redis-keys.js';
+import type { Job } from '../../bridge/store/types.js';
+import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
+import { claimOpts, ids, leaves, LIMITS, makeJob, makeReply } from './contract/fixtures.js';
+
+const redis = connectRedis();
+afterAll(() => redis.disconnect());
+
+const member = (seq: number, job: Job): string => `${String(seq).padStart(16, '0')}|${job.priority}|-|${job.tokenEstimate}|${job.key}`;
+const data = (job: Job): string => {
+  const { attempts: _attempts, ...rest } = job;
+  return JSON.stringify(rest);
+};
+
+/** The keys 0.6.1 would have left for one queued job, one running job and three calls. */
+async function writeOldLayout(prefix: string, now: number, queued: Job, running: Job): Promise<void> {
+  const p = `{${prefix}}`;
+  const k = redisKeys(prefix);
+  const reply = makeReply(running, 'recorded before the crash');
+  await redis
+    .multi()
+    .hset(`${p}:jobs`, queued.key, data(queued), running.key, data(running))
+    .zadd(k.queue, queued.score, member(1, queued))
+    .hset(`${p}:place`, queued.key, `q${member(1, queued)}`)
+    .zadd(k.deadlines, now + 600_000, queued.key)
+    .hset(k.depth, 'normal', 1)
+    .set(k.idem(queued.key), 'p')
+    .set(k.idem(running.key), 'p')
+    .hset(`${p}:owners`, running.key, `old-instance||${running.score}||${member(2, running)}`)
+    .zadd(k.leases, now - 1, running.key)
+    .hset(`${p}:attempts`, running.key, 1)
+    .hset(`${p}:recorded`, running.key, JSON.stringify(reply))
+    .zadd(`${p}:calls`, now - 10_000, '3:10', now - 10_000, '4:10', now - 9_000, '5:10')
+    .set(`${p}:calltokens`, 30)
+    .set(`${p}:pause`, now + 5000)
+    .exec();
+}
+
+describe('redis store: upgrade from 0.6', () => {
+  it('moves queued and running jobs, their records and the upstream budget, and serves them as before', async () => {
+    const prefix = uniquePrefix('upgrade');
+    try {
+      const store = new RedisStore(redis, { prefix });
+      const now = Date.now();
+      const queued = makeJob({ deviceId: 'cam-1', id: 'waiting', priority: 'normal', arrivalMs: now - 20_000, deadlineMs: now + 600_000 });
+      const running = makeJob({ deviceId: 'cam-2', id: 'running', priority: 'normal', arrivalMs: now - 19_000 });
+      await writeOldLayout(prefix, now, queued, running);
+
+      expect(await store.upgrade(now)).toBe(2);
+      expect(await redis.exists(...redisKeys(prefix).legacy)).toBe(0);
+      expect(await store.upgrade(now)).toBe(0); // nothing left: a second start moves nothing
+
+      // Still pending: a repeat is a duplicate, not a new job.
+      expect(await store.admit(queued, LIMITS, now)).toEqual({ kind: 'duplicate_pending' });
+      // The pause and the three calls came along: rpm 3 is spent until the oldest bucket leaves.
+      expect(await store.claim(claimOpts(), now + 1)).toEqual({ jobs: [], expired: [], retryAtMs: now + 5000 });
+      expect(await store.takeRate(10, 3, undefined, now + 6000)).toEqual({ ok: false, retryAtMs: leaves(now - 10_000) });
+
+      // The running job's lease ran out: it goes back with its attempts and its recorded reply.
+      expect(await store.reap(5, now + 6000)).toEqual([]);
+      const claimed = await store.claim(claimOpts({ max: 10 }), leaves(now - 9_000));
+      expect(ids(claimed.jobs)).toEqual(['waiting', 'running']);
+      const [first, second] = claimed.jobs;
+      expect(first?.attempts).toBe(0);
+      expect(second?.attempts).toBe(2);
+      expect(second?.recordedReply).toMatchObject({ content: 'recorded before the crash' });
+
+      if (!first) throw new Error('nothing claimed');
+      await store.complete(first, makeReply(first), { ttlS: 60, deadLetter: false }, leaves(now - 9_000));
+      expect(await store.admit(queued, LIMITS, leaves(now - 9_000) + 1)).toMatchObject({ kind: 'duplicate_done' });
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+    } finally {
+      await deletePrefix(redis, prefix);
+    }
+  });
+});

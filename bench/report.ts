@@ -1,6 +1,7 @@
 // Renders the benchmark's results document as Markdown: the summary for the terminal and the
 // README (formatReport), and the per-step tables kept out of the terminal (formatSteps).
 
+import { LATE_AFTER_DEADLINE_MS } from '../device-sim/stats.js';
 import type { BenchResults, CpuShare, Latency, OverloadResult, StepResult, SystemResult } from './results.js';
 
 const DASH = '—';
@@ -132,26 +133,52 @@ function notes(r: BenchResults): string {
   return `${overhead}\n${ceiling}`;
 }
 
+/** `OVERLOAD_QUEUE_WAIT_MS 1 000 · ttl_ms 2 000`, `defaults · ttl_ms 2 000`: what an overload step ran with. */
+export function overloadSettings(o: Pick<OverloadResult, 'queueWaitMs' | 'ttlMs'>): string {
+  const guard = o.queueWaitMs === undefined ? [] : [o.queueWaitMs > 0 ? `OVERLOAD_QUEUE_WAIT_MS ${formatInt(o.queueWaitMs)}` : 'defaults'];
+  return [...guard, o.ttlMs === undefined ? 'no ttl_ms' : `ttl_ms ${formatInt(o.ttlMs)}`].join(' · ');
+}
+
 function rssRatio(o: OverloadResult): string {
   return o.rssStartMb > 0 ? formatFixed(o.rssEndMb / o.rssStartMb, 2) : DASH;
 }
 
 function overloadSection(systems: readonly SystemResult[]): string | undefined {
-  const rows = systems.flatMap((s) => (s.overload === undefined ? [] : [overloadRow(s.label, s.overload)]));
+  const rows = systems.flatMap((s) => (s.overload ?? []).map((o) => overloadRow(s.label, o)));
   if (rows.length === 0) return undefined;
-  const headers = ['system', 'offered req/s', 'duration s', 'sent', 'ok', 'errors', 'lost', 'reply p50 / p99 ms', 'RSS MB', 'RSS end/start', 'survived'];
-  return `### Overload\n\n${table(headers, ['l', 'r', 'r', 'r', 'r', 'l', 'r', 'r', 'r', 'r', 'l'], rows)}`;
+  const headers = [
+    'system',
+    'settings',
+    'offered req/s',
+    'duration s',
+    'sent',
+    'ok',
+    'errors',
+    'lost',
+    'expired',
+    'late',
+    'reply p50 / p99 ms',
+    'RSS MB',
+    'RSS end/start',
+    'survived',
+  ];
+  const align: Align[] = ['l', 'l', 'r', 'r', 'r', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'l'];
+  const late = `Late: answered (ok or not) more than ${formatInt(LATE_AFTER_DEADLINE_MS)} ms after the device published + ttl_ms; — without a ttl_ms.`;
+  return `### Overload\n\n${table(headers, align, rows)}\n\n${late}`;
 }
 
 function overloadRow(label: string, o: OverloadResult): string[] {
   return [
     label,
+    overloadSettings(o),
     formatInt(o.rate),
     formatShort(o.durationS),
     formatInt(o.sent),
     formatInt(o.ok),
     formatErrors(o.errors, o.shed),
     formatInt(o.lost),
+    formatInt(o.expired),
+    o.ttlMs === undefined ? DASH : formatInt(o.late),
     `${formatMs(o.latencyMs.p50)} / ${formatMs(o.latencyMs.p99)}`,
     `${formatInt(o.rssStartMb)} → ${formatInt(o.rssEndMb)}`,
     rssRatio(o),

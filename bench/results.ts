@@ -1,6 +1,7 @@
 // The benchmark's result document (bench/results/latest.json): what the runner measures and
 // what the report and the chart are drawn from.
 
+import type { Priority } from '../contract/index.js';
 import type { LatencySummary, ReplyCounts } from '../device-sim/stats.js';
 
 /** Latency as devices saw it, publish to reply, in milliseconds. */
@@ -33,6 +34,19 @@ export interface StepResult extends ReplyCounts {
 export interface OverloadResult extends ReplyCounts {
   rate: number;
   durationS: number;
+  /**
+   * The bridge's OVERLOAD_QUEUE_WAIT_MS in this run: 0 is the default (the queue-wait guard
+   * off). Absent for a system without that setting (the BullMQ-built bridge).
+   */
+  queueWaitMs?: number;
+  /** The ttl_ms every request of the step carried; absent when none did (`--overload-ttl-ms 0`). */
+  ttlMs?: number;
+  /** `expired` replies (also in `errors`). */
+  expired: number;
+  /** With ttlMs: replies, ok or not, more than 100 ms after publish + ttl_ms: the deadline promise broken. */
+  late: number;
+  /** expired and late by priority, and each priority's reply time. */
+  byPriority: Record<Priority, { expired: number; late: number; latencyMs: { p50: number; p99: number } | null }>;
   rssStartMb: number;
   rssEndMb: number;
   /** Publish to reply, of every reply (ok or refused): answering late is not shedding. */
@@ -68,7 +82,11 @@ export interface SystemResult {
   /** Resident memory of the system under test at the highest passing step, MB. */
   rssMb: number;
   steps: StepResult[];
-  overload?: OverloadResult;
+  /**
+   * The overload step at twice maxRate, once per setting: first with the bench's
+   * OVERLOAD_QUEUE_WAIT_MS, then (the bridges that have it) on a fresh system with the default.
+   */
+  overload?: OverloadResult[];
 }
 
 export interface IdleResult {

@@ -8,14 +8,14 @@ import { Redis } from 'ioredis';
 import { parseCli, type RunOptions } from './e2e/cli.js';
 import { log } from './e2e/console.js';
 import { runIdle } from './e2e/idle.js';
-import { measureSystem } from './e2e/measure.js';
+import { measureSystem, overloadAlone } from './e2e/measure.js';
 import { P99_LIMIT_MS, UPSTREAM_LATENCY_MS } from './e2e/plan.js';
-import { needsRedis, startSut } from './e2e/systems.js';
+import { needsRedis, startSut, type Sut } from './e2e/systems.js';
 import { startUpstream, type Upstream } from './e2e/upstream.js';
 import { startPrivateRedis, type PrivateRedis } from './redis-server.js';
 import { formatReport, formatSteps } from './report.js';
 import { renderLatencyChart } from './svg.js';
-import type { BenchResults } from './results.js';
+import type { BenchResults, SystemId, SystemResult } from './results.js';
 
 async function machine(redisUrl: string | undefined): Promise<BenchResults['machine']> {
   let redis = 'not used';
@@ -53,14 +53,31 @@ async function startShared(options: RunOptions): Promise<Shared> {
   return shared;
 }
 
-/** Each system in turn, started fresh and stopped after its measurement. */
+/**
+ * Each system in turn, started fresh and stopped after its measurement. A bridge with the
+ * queue-wait guard set (BENCH_QUEUE_WAIT_MS) is then started again with the default (guard
+ * off) for a second overload step at the same rate.
+ */
 async function measureSystems(options: RunOptions, shared: Shared, results: BenchResults): Promise<void> {
+  const size = { workers: options.workers, devices: options.devices };
+  const start = (id: SystemId, queueWaitMs?: number): Promise<Sut> =>
+    startSut(id, shared.upstream, shared.redisUrl ?? '', options.profile, queueWaitMs);
   for (const id of options.systems) {
-    const sut = await startSut(id, shared.upstream, shared.redisUrl ?? '', options.profile);
+    const sut = await start(id);
+    let result: SystemResult;
     try {
-      results.systems.push(await measureSystem(sut, options.plan, shared.upstream, { workers: options.workers, devices: options.devices }));
+      result = await measureSystem(sut, options.plan, shared.upstream, size);
     } finally {
       await sut.stop();
+    }
+    results.systems.push(result);
+    const rate = result.overload?.[0]?.rate;
+    if (rate === undefined || !sut.queueWaitMs) continue;
+    const plain = await start(id, 0);
+    try {
+      result.overload?.push(await overloadAlone(plain, options.plan, shared.upstream, size, rate));
+    } finally {
+      await plain.stop();
     }
   }
 }

@@ -4,7 +4,7 @@
 // 2 bad command line.
 import { performance } from 'node:perf_hooks';
 import { parseFleetArgs, runFleet, type FleetArgs } from './fleet.js';
-import { PRIORITIES, UsageError } from '../contract/index.js';
+import { PRIORITIES, type Priority, UsageError } from '../contract/index.js';
 import { connectIdle, type IdleFleet } from './idle.js';
 import { formatTable, type FleetReport, type LatencySummary } from './stats.js';
 import { startLoad, type StepSummary } from './load.js';
@@ -12,6 +12,8 @@ import { startLoad, type StepSummary } from './load.js';
 const USAGE = `usage: device-sim --url mqtt://127.0.0.1:1883 --devices 100 --rate 500 --duration 30
   --mix critical=1,high=9,normal=80,low=10 --qos 1 [--username u --password p]
   [--reply-timeout 60] [--prefix sim] [--connect-concurrency 50] [--seed n] [--questions n] [--json]
+  [--ttl-ms N]   every request carries ttl_ms N; counts per priority the expired replies and the
+                 late ones (more than 100 ms after publish + N)
   [--idle N]     first connect N idle devices (<prefix>-idle-<n>, mqtt:// only), keep them during the run
   [--workers N]  spread the devices over N worker threads with raw MQTT frames and HDR histograms
                  (mqtt:// and QoS 1 only; for rates one thread with mqtt.js cannot offer)`;
@@ -59,6 +61,7 @@ async function runThreaded(args: FleetArgs): Promise<{ summary: StepSummary; los
   log(`${fleet.devices} devices connected over ${fleet.workers} worker threads; sending ${args.rate}/s for ${args.durationS} s`);
   try {
     const summary = await fleet.step(args.rate, args.durationS, args.replyTimeoutMs ?? 60_000, {
+      ...(args.ttlMs === undefined ? {} : { ttlMs: args.ttlMs }),
       onProgress: (p) => {
         if (process.stderr.isTTY) process.stderr.write(`\r\x1b[2Kdevice-sim: ${p.elapsedS.toFixed(1)} s  sent ${p.sent}  answered ${p.answered}`);
       },
@@ -74,10 +77,13 @@ function formatThreaded(s: StepSummary): string {
   const ms = (l: LatencySummary | null): string =>
     l === null ? '-' : `p50 ${l.p50}  p95 ${l.p95}  p99 ${l.p99}  max ${l.max} ms`;
   const errors = Object.entries(s.errors).map(([code, n]) => `${code} ${n}`).join(', ') || 'none';
+  const ttl = s.ttlMs === undefined ? '' : `  ttl_ms ${s.ttlMs}: late (over 100 ms past it) ${s.late}`;
+  const perPriority = (p: Priority): string =>
+    s.ttlMs === undefined ? '' : `, ${s.byPriority[p].expired} expired, ${s.byPriority[p].late} late`;
   return [
-    `sent ${s.sent}  ok ${s.ok}  errors ${errors}  lost ${s.lost}  replies/s ${s.achievedRate}`,
+    `sent ${s.sent}  ok ${s.ok}  errors ${errors}  lost ${s.lost}  replies/s ${s.achievedRate}${ttl}`,
     `overall   ${ms(s.latencyMs)}`,
-    ...PRIORITIES.map((p) => `${p.padEnd(9)} ${ms(s.byPriority[p].latencyMs)}  (${s.byPriority[p].answered} answered)`),
+    ...PRIORITIES.map((p) => `${p.padEnd(9)} ${ms(s.byPriority[p].latencyMs)}  (${s.byPriority[p].answered} answered${perPriority(p)})`),
     ...(s.disconnects > 0 ? [`connections dropped by the broker: ${s.disconnects} (first: ${s.firstDisconnect})`] : []),
   ].join('\n');
 }

@@ -20,7 +20,7 @@ const MAX_IDLE = 1_000_000;
 /** The options that take a value (and --json). */
 const STRING_OPTIONS = [
   'mix', 'qos', 'seed', 'url', 'devices', 'rate', 'duration', 'reply-timeout', 'connect-concurrency',
-  'prefix', 'idle', 'workers', 'username', 'password', 'questions',
+  'prefix', 'idle', 'workers', 'username', 'password', 'questions', 'ttl-ms',
 ] as const;
 
 function parseNumber(option: string, raw: string | undefined, fallback: number): number {
@@ -79,6 +79,7 @@ export function parseFleetArgs(argv: readonly string[]): FleetArgs {
     ...(raw('username') === undefined ? {} : { username: raw('username') as string }),
     ...(raw('password') === undefined ? {} : { password: raw('password') as string }),
     ...readQuestions(raw('questions')),
+    ...(raw('ttl-ms') === undefined ? {} : { ttlMs: num('ttl-ms', 0) }),
   };
   const problem = checkFleetOptions(opts) ?? checkRunMode(opts);
   if (problem !== null) throw new UsageError(problem);

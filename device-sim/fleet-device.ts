@@ -59,13 +59,15 @@ function disableNagle(client: MqttClient): void {
   if (typeof stream?.setNoDelay === 'function') stream.setNoDelay(true);
 }
 
-export function requestPayload(deviceId: string, seq: number, question: number | undefined): InferRequest {
+export function requestPayload(deviceId: string, seq: number, question: number | undefined, ttlMs?: number): InferRequest {
   // Distinct text per request unless asked otherwise, so the bridge's cache does not flatter the numbers.
   const content =
     question === undefined
       ? `device ${deviceId} request ${seq}: is part ${seq} within tolerance?`
       : `question ${question}: is the part within tolerance?`;
-  return { id: `${deviceId}-${seq}`, messages: [{ role: 'user', content }], max_tokens: 32 };
+  const request: InferRequest = { id: `${deviceId}-${seq}`, messages: [{ role: 'user', content }], max_tokens: 32 };
+  if (ttlMs !== undefined) request.ttl_ms = ttlMs;
+  return request;
 }
 
 /** The reply's outcome, or null when it is not a reply (unparseable, or no id). */

@@ -27,6 +27,11 @@ export interface FleetOptions {
    * (to see the bridge's cache and coalescing at work); unset = every text distinct.
    */
   questions?: number;
+  /**
+   * Every request carries this `ttl_ms`, and the report counts, per priority, the replies that
+   * came more than 100 ms after publish + ttl_ms (late) and the `expired` ones; unset = none.
+   */
+  ttlMs?: number;
   /** Progress lines (connecting, sending, waiting); the CLI sends them to stderr. */
   onProgress?: (line: string) => void;
 }
@@ -95,5 +100,8 @@ export function checkFleetOptions(opts: FleetOptions): string | null {
     return `--prefix: must be 1 to ${MAX_PREFIX_LENGTH} characters of A-Za-z0-9_-, got "${prefix}"`;
   }
   if (opts.password !== undefined && opts.username === undefined) return '--password: needs --username too';
+  if (opts.ttlMs !== undefined && !(Number.isInteger(opts.ttlMs) && opts.ttlMs >= 1)) {
+    return `--ttl-ms: must be a positive integer of milliseconds, got ${opts.ttlMs}`;
+  }
   return null;
 }

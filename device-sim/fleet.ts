@@ -146,7 +146,7 @@ function onMessage(run: Run, deviceId: string, payload: Buffer): void {
   // Late replies are still "no reply within the timeout", the contract's definition of lost.
   if (latency > run.replyTimeoutMs) recordLost(run.tally, p.priority);
   else {
-    recordReply(run.tally, p.priority, reply.outcome, latency);
+    recordReply(run.tally, p.priority, reply.outcome, latency, run.opts.ttlMs);
     run.lastReplyAt = now;
   }
 }
@@ -172,7 +172,7 @@ function sendOne(run: Run, device: Device): void {
   const { opts, tally, random } = run;
   device.seq += 1;
   const question = opts.questions === undefined ? undefined : Math.floor(random() * opts.questions);
-  const request = requestPayload(device.id, device.seq, question);
+  const request = requestPayload(device.id, device.seq, question, opts.ttlMs);
   const priority = pickPriority(opts.mix, random);
   device.pending.set(request.id, { priority, sentAt: performance.now() });
   run.outstanding += 1;
@@ -210,5 +210,6 @@ function reportConfig(run: Run): ReportConfig {
     qos: opts.qos,
     replyTimeoutMs: run.replyTimeoutMs,
     prefix: run.prefix,
+    ...(opts.ttlMs === undefined ? {} : { ttlMs: opts.ttlMs }),
   };
 }

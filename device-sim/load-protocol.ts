@@ -23,6 +23,8 @@ export interface StepCommand {
   leadMs: number;
   /** After sending, how long to wait for the last replies; unanswered after it = lost. */
   waitMs: number;
+  /** Every request of the step carries this `ttl_ms`; replies are then told late or not (stats.ts isLate). */
+  ttlMs?: number;
 }
 
 export type WorkerMessage =
@@ -42,6 +44,9 @@ export interface StepReport extends ReplyCounts {
   maxBehind: number;
   /** Per priority (PRIORITIES order): latency in µs, HDR histogram compressed to base64. */
   histograms: string[];
+  /** Per priority (PRIORITIES order): `expired` replies, and replies later than the step's ttl_ms + 100 ms. */
+  expired: number[];
+  late: number[];
 }
 
 export type WorkerReply =

@@ -8,6 +8,7 @@ import * as mqttPacket from 'mqtt-packet';
 import * as hdr from 'hdr-histogram-js';
 import { PRIORITIES, type Priority } from '../contract/index.js';
 import { encodedTopic, publishFrame, pubackFrame } from './mqtt-frames.js';
+import { isLate } from './stats.js';
 import type { StepCommand, StepReport, WorkerInit, WorkerMessage, WorkerReply } from './load-protocol.js';
 
 const init = workerData as WorkerInit;
@@ -47,9 +48,23 @@ interface Tally {
   ok: number;
   errors: Record<string, number>;
   duplicates: number;
+  /** Per priority: `expired` replies, and replies after the deadline + 100 ms (stats.ts isLate). */
+  expired: number[];
+  late: number[];
 }
 
-const newTally = (): Tally => ({ histograms: PRIORITIES.map(newHistogram), ok: 0, errors: {}, duplicates: 0 });
+const newTally = (): Tally => ({
+  histograms: PRIORITIES.map(newHistogram),
+  ok: 0,
+  errors: {},
+  duplicates: 0,
+  expired: PRIORITIES.map(() => 0),
+  late: PRIORITIES.map(() => 0),
+});
+/** The current step's ttl_ms, carried by each of its requests; undefined = none. */
+let ttlMs: number | undefined;
+/** `,"ttl_ms":N` as it goes into each request of the step, or nothing. */
+let ttlField = '';
 let tally = newTally();
 let stepFirstSeq = 0;
 /** Requests sent before this time are answered and counted but their latency is not recorded. */
@@ -95,9 +110,14 @@ function onReply(payload: Buffer): void {
   if (seq < stepFirstSeq) return;
   stepPending -= 1;
   const sent = sentAt[seq]!;
-  if (sent >= recordFrom) tally.histograms[priorityOf[seq]!]!.recordValue(Math.max(1, Math.round((now - sent) * 1000)));
+  const priority = priorityOf[seq]!;
+  if (sent >= recordFrom) tally.histograms[priority]!.recordValue(Math.max(1, Math.round((now - sent) * 1000)));
+  if (isLate(now - sent, ttlMs)) tally.late[priority]! += 1;
   if (ok) tally.ok += 1;
-  else tally.errors[code] = (tally.errors[code] ?? 0) + 1;
+  else {
+    tally.errors[code] = (tally.errors[code] ?? 0) + 1;
+    if (code === 'expired') tally.expired[priority]! += 1;
+  }
 }
 
 function connectDevice({ id, port: brokerPort }: { id: string; port: number }): Promise<Device> {
@@ -189,7 +209,7 @@ function requestPayload(id: string, seq: number): Buffer {
   return Buffer.from(
     `{"id":"${id}","messages":[{"role":"system","content":"You inspect welds on line B. Answer ok or defect."},` +
       `{"role":"user","content":"Camera ${seq % 64} frame ${id}: seam continuous, bead width 4.1 mm, ` +
-      `porosity none visible, temperature 71.4 C, shift 2. Verdict?"}],"max_tokens":16}`,
+      `porosity none visible, temperature 71.4 C, shift 2. Verdict?"}],"max_tokens":16${ttlField}}`,
   );
 }
 
@@ -232,6 +252,8 @@ async function reconnectDropped(): Promise<void> {
 async function runStep(step: StepCommand): Promise<StepReport> {
   await reconnectDropped();
   tally = newTally();
+  ttlMs = step.ttlMs;
+  ttlField = ttlMs === undefined ? '' : `,"ttl_ms":${ttlMs}`;
   stepFirstSeq = nextSeq;
   stepPending = 0;
   const start = performance.now();
@@ -272,6 +294,8 @@ async function runStep(step: StepCommand): Promise<StepReport> {
     // A generator that fell this far behind its schedule was itself the bottleneck.
     maxBehind,
     histograms: tally.histograms.map((h) => hdr.encodeIntoCompressedBase64(h)),
+    expired: tally.expired,
+    late: tally.late,
   };
 }
 

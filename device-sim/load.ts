@@ -32,9 +32,22 @@ export interface StepSummary extends ReplyCounts {
   /** Replies per second over the sending window. */
   achievedRate: number;
   latencyMs: LatencySummary;
-  byPriority: Record<Priority, { answered: number; latencyMs: LatencySummary | null }>;
+  /** The ttl_ms every request of the step carried; absent when none did. */
+  ttlMs?: number;
+  /** With ttlMs: replies, ok or not, more than 100 ms after publish + ttl_ms (stats.ts isLate). */
+  late: number;
+  /** Per priority; `expired`: error replies with that code (also in `errors`). */
+  byPriority: Record<Priority, { answered: number; latencyMs: LatencySummary | null; expired: number; late: number }>;
   /** Most requests any worker fell behind its schedule: large values mean the generator was the limit. */
   generatorBehind: number;
+}
+
+export interface StepOptions {
+  /** The first `leadS` seconds are sent but not recorded (see StepCommand.leadMs). */
+  leadS?: number;
+  /** Every request of the step carries this `ttl_ms` (a positive integer); none by default. */
+  ttlMs?: number;
+  onProgress?: (p: StepProgress) => void;
 }
 
 export interface StepProgress {
@@ -46,8 +59,7 @@ export interface StepProgress {
 export interface LoadFleet {
   readonly devices: number;
   readonly workers: number;
-  /** `leadS` of the `durationS` are sent but not recorded (see StepCommand.leadMs). */
-  step(rate: number, durationS: number, waitMs: number, options?: { leadS?: number; onProgress?: (p: StepProgress) => void }): Promise<StepSummary>;
+  step(rate: number, durationS: number, waitMs: number, options?: StepOptions): Promise<StepSummary>;
   /**
    * Waits until every request sent so far is answered, maxMs passed, or no reply came for
    * stallMs (replies owed by dropped connections never come); resolves with the rest.
@@ -129,7 +141,7 @@ export async function startLoad(options: LoadOptions): Promise<LoadFleet> {
   return {
     devices: ids.length,
     workers: workerCount,
-    async step(rate, durationS, waitMs, { leadS = 0, onProgress } = {}) {
+    async step(rate, durationS, waitMs, { leadS = 0, ttlMs, onProgress } = {}) {
       const started = Date.now();
       for (const h of handles) h.progress = { sent: 0, answered: 0 };
       const ticker = onProgress
@@ -142,10 +154,9 @@ export async function startLoad(options: LoadOptions): Promise<LoadFleet> {
           }, 500)
         : undefined;
       try {
-        const reports = await Promise.all(
-          handles.map((h) => h.request({ type: 'step', step: { rate: rate / workerCount, durationMs: durationS * 1000, leadMs: leadS * 1000, waitMs } }, 'step')),
-        );
-        return summarize(rate, durationS, reports.map((r) => r.report));
+        const step = { rate: rate / workerCount, durationMs: durationS * 1000, leadMs: leadS * 1000, waitMs, ...(ttlMs === undefined ? {} : { ttlMs }) };
+        const reports = await Promise.all(handles.map((h) => h.request({ type: 'step', step }, 'step')));
+        return summarize(rate, durationS, reports.map((r) => r.report), ttlMs);
       } finally {
         clearInterval(ticker);
       }
@@ -174,14 +185,19 @@ function latencyOf(h: hdr.Histogram): LatencySummary {
   };
 }
 
-export function summarize(rate: number, durationS: number, reports: StepReport[]): StepSummary {
+export function summarize(rate: number, durationS: number, reports: StepReport[], ttlMs?: number): StepSummary {
   const overall = newHistogram();
   const byPriority = {} as StepSummary['byPriority'];
   PRIORITIES.forEach((priority, i) => {
     const merged = newHistogram();
     for (const r of reports) merged.add(hdr.decodeFromCompressedBase64(r.histograms[i]!, 32, false));
     overall.add(merged);
-    byPriority[priority] = { answered: merged.totalCount, latencyMs: merged.totalCount > 0 ? latencyOf(merged) : null };
+    byPriority[priority] = {
+      answered: merged.totalCount,
+      latencyMs: merged.totalCount > 0 ? latencyOf(merged) : null,
+      expired: reports.reduce((n, r) => n + r.expired[i]!, 0),
+      late: reports.reduce((n, r) => n + r.late[i]!, 0),
+    };
   });
   const errors: Record<string, number> = {};
   for (const r of reports) for (const [code, n] of Object.entries(r.errors)) errors[code] = (errors[code] ?? 0) + n;
@@ -202,6 +218,8 @@ export function summarize(rate: number, durationS: number, reports: StepReport[]
     ...(firstDisconnect === undefined ? {} : { firstDisconnect }),
     achievedRate: Math.round(answered / sendS),
     latencyMs: overall.totalCount > 0 ? latencyOf(overall) : { p50: 0, p95: 0, p99: 0, max: 0 },
+    ...(ttlMs === undefined ? {} : { ttlMs }),
+    late: PRIORITIES.reduce((n, p) => n + byPriority[p].late, 0),
     byPriority,
     generatorBehind: Math.max(...reports.map((r) => r.maxBehind)),
   };

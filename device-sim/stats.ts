@@ -22,7 +22,23 @@ export interface ReplyCounts {
   lost: number;
 }
 
+/**
+ * A request that carries `ttl_ms` is owed its reply, ok or `expired`, by its deadline: the
+ * bridge's arrival + ttl_ms, which the device reads as its own publish + ttl_ms. A reply more
+ * than this after that is late (docs/CONTRACT.md, issue 14).
+ */
+export const LATE_AFTER_DEADLINE_MS = 100;
+
+/** Whether a reply `latencyMs` after its publish broke the deadline promise of a `ttlMs` request. */
+export function isLate(latencyMs: number, ttlMs: number | undefined): boolean {
+  return ttlMs !== undefined && latencyMs > ttlMs + LATE_AFTER_DEADLINE_MS;
+}
+
 export interface Row extends ReplyCounts {
+  /** `expired` error replies (also in `errors`): the ttl_ms passed before an upstream call started. */
+  expired: number;
+  /** Replies, ok or not, more than LATE_AFTER_DEADLINE_MS after publish + ttl_ms; 0 without a ttl. */
+  late: number;
   /** Over answered requests (ok and error replies); null when none was answered. */
   latencyMs: LatencySummary | null;
   /** Replies (ok + errors) per second of the run. */
@@ -39,6 +55,8 @@ export interface ReportConfig {
   qos: 0 | 1 | 2;
   replyTimeoutMs: number;
   prefix: string;
+  /** The ttl_ms every request carried; absent when none did. */
+  ttlMs?: number;
 }
 
 export interface FleetReport {
@@ -55,6 +73,8 @@ export interface PriorityTally {
   ok: number;
   errors: Record<string, number>;
   lost: number;
+  /** Replies after the deadline + LATE_AFTER_DEADLINE_MS (see isLate). */
+  late: number;
   latencies: number[];
 }
 
@@ -63,7 +83,7 @@ export type Tally = Record<Priority, PriorityTally>;
 export type Outcome = { ok: true } | { ok: false; code: string };
 
 export function emptyTally(): Tally {
-  const make = (): PriorityTally => ({ sent: 0, ok: 0, errors: {}, lost: 0, latencies: [] });
+  const make = (): PriorityTally => ({ sent: 0, ok: 0, errors: {}, lost: 0, late: 0, latencies: [] });
   return { critical: make(), high: make(), normal: make(), low: make() };
 }
 
@@ -71,10 +91,12 @@ export function recordSent(tally: Tally, priority: Priority): void {
   tally[priority].sent += 1;
 }
 
-export function recordReply(tally: Tally, priority: Priority, outcome: Outcome, latencyMs: number): void {
+/** A reply `latencyMs` after its publish; `ttlMs`, the request's ttl_ms if it carried one, tells a late reply. */
+export function recordReply(tally: Tally, priority: Priority, outcome: Outcome, latencyMs: number, ttlMs?: number): void {
   const t = tally[priority];
   if (outcome.ok) t.ok += 1;
   else t.errors[outcome.code] = (t.errors[outcome.code] ?? 0) + 1;
+  if (isLate(latencyMs, ttlMs)) t.late += 1;
   t.latencies.push(latencyMs);
 }
 
@@ -120,11 +142,13 @@ function buildRow(parts: readonly PriorityTally[], durationS: number): Row {
   let sent = 0;
   let ok = 0;
   let lost = 0;
+  let late = 0;
   const latencies: number[] = [];
   for (const p of parts) {
     sent += p.sent;
     ok += p.ok;
     lost += p.lost;
+    late += p.late;
     for (const [code, n] of Object.entries(p.errors)) errors[code] = (errors[code] ?? 0) + n;
     for (const l of p.latencies) latencies.push(l);
   }
@@ -132,7 +156,8 @@ function buildRow(parts: readonly PriorityTally[], durationS: number): Row {
   const achievedRate = durationS > 0 ? Math.round((replies / durationS) * 100) / 100 : 0;
   // Keep error codes in a stable order so JSON output diffs cleanly between runs.
   const sortedErrors = Object.fromEntries(Object.entries(errors).sort(([a], [b]) => a.localeCompare(b)));
-  return { sent, ok, errors: sortedErrors, lost, latencyMs: summarizeLatencies(latencies), achievedRate };
+  const expired = errors.expired ?? 0;
+  return { sent, ok, errors: sortedErrors, lost, expired, late, latencyMs: summarizeLatencies(latencies), achievedRate };
 }
 
 export function buildReport(tally: Tally, durationS: number, config: ReportConfig): FleetReport {
@@ -209,15 +234,17 @@ function formatMs(v: number | undefined): string {
   return v === undefined ? '-' : v >= 100 ? String(Math.round(v)) : v.toFixed(1);
 }
 
-/** A fixed-width text table: one line per priority, then the overall line. */
+/** A fixed-width text table: one line per priority, then the overall line; with a ttl, its expired and late columns. */
 export function formatTable(report: FleetReport): string {
-  const header = ['priority', 'sent', 'ok', 'errors', 'lost', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'rate/s'];
+  const withTtl = report.config.ttlMs !== undefined;
+  const header = ['priority', 'sent', 'ok', 'errors', 'lost', ...(withTtl ? ['expired', 'late'] : []), 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'rate/s'];
   const toCells = (name: string, row: Row): string[] => [
     name,
     String(row.sent),
     String(row.ok),
     formatErrors(row.errors),
     String(row.lost),
+    ...(withTtl ? [String(row.expired), String(row.late)] : []),
     formatMs(row.latencyMs?.p50),
     formatMs(row.latencyMs?.p95),
     formatMs(row.latencyMs?.p99),
@@ -235,9 +262,10 @@ export function formatTable(report: FleetReport): string {
       .trimEnd();
   const rule = widths.map((w) => '-'.repeat(w)).join('  ');
   const c = report.config;
+  const ttl = withTtl ? `, ttl_ms ${c.ttlMs} (late: over ${LATE_AFTER_DEADLINE_MS} ms past it)` : '';
   const title =
     `device-sim: ${c.devices} devices, ${c.rate} req/s for ${c.durationS} s, qos ${c.qos}, ` +
-    `mix ${formatMix(c.mix)}, ${c.url} — measured ${report.durationS.toFixed(1)} s`;
+    `mix ${formatMix(c.mix)}${ttl}, ${c.url} — measured ${report.durationS.toFixed(1)} s`;
   const lines = [title, render(header), rule, ...rows.slice(1, -1).map(render), rule, render(rows[rows.length - 1] ?? [])];
   return lines.join('\n');
 }

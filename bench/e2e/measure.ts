@@ -1,7 +1,8 @@
 // The measurement of one system: warm-up, then the step search for the highest rate it
 // sustains (a ladder of rates until one fails, then bisection of the gap), then, for the
-// bridges, the overload step at twice that rate.
-import type { StepResult, SystemResult } from '../results.js';
+// bridges, the overload step at twice that rate; and the overload step alone on a fresh system
+// (the same bridge with other settings).
+import type { OverloadResult, StepResult, SystemResult } from '../results.js';
 import { overload } from './overload.js';
 import { RATE_ROUNDING, UPSTREAM_LATENCY_MS, type Plan } from './plan.js';
 import { drainBacklog, measureStep, openSession, runLoad, sessionRss, type FleetSize, type Session } from './session.js';
@@ -71,11 +72,27 @@ export async function measureSystem(sut: Sut, plan: Plan, upstream: Upstream, si
   const s = await openSession(sut, plan, upstream, size);
   try {
     await warmUp(s);
+    if (plan.overloadRate !== undefined) {
+      const result = summarize(s, undefined);
+      if (sut.role === 'bridge') result.overload = [await overload(s, plan.overloadRate)];
+      return result;
+    }
     const search = await climbLadder(s);
     await bisect(s, search);
     const result = summarize(s, search.best);
-    if (sut.role === 'bridge' && search.best && !plan.fixed) result.overload = await overload(s, search.best.rate * 2);
+    if (sut.role === 'bridge' && search.best && !plan.fixed) result.overload = [await overload(s, search.best.rate * 2)];
     return result;
+  } finally {
+    await s.fleet.close();
+  }
+}
+
+/** The overload step at `rate` after the warm-up, without a step search: a fresh system with other settings. */
+export async function overloadAlone(sut: Sut, plan: Plan, upstream: Upstream, size: FleetSize, rate: number): Promise<OverloadResult> {
+  const s = await openSession(sut, plan, upstream, size);
+  try {
+    await warmUp(s);
+    return await overload(s, rate);
   } finally {
     await s.fleet.close();
   }

@@ -11,6 +11,13 @@ export const MIX = { critical: 1, high: 9, normal: 80, low: 10 };
 export const PROBE_WAIT_MS = 2000;
 /** The overload step waits this long for its last terminal replies: all must come. */
 export const OVERLOAD_WAIT_MS = 30_000;
+/** The overload step's requests carry this ttl_ms unless `--overload-ttl-ms` says otherwise (0: none). */
+export const OVERLOAD_TTL_MS = 2000;
+/**
+ * The bridges' OVERLOAD_QUEUE_WAIT_MS in the step search and the first overload step; the
+ * second overload step runs a fresh bridge with the default (0, the guard off).
+ */
+export const BENCH_QUEUE_WAIT_MS = 1000;
 /** Bisected rates are rounded to a multiple of this, so rates stay readable and comparable across runs. */
 export const RATE_ROUNDING = 125;
 
@@ -32,13 +39,17 @@ export interface Plan {
   ladder: number[];
   bisections: number;
   overloadS: number;
+  /** The ttl_ms every request of the overload step carries; 0 = none. */
+  overloadTtlMs: number;
+  /** `--overload-rate`: no step search, only the warm-up and the overload step at this rate. */
+  overloadRate?: number;
   /** Fixed rates given with --rates: every rate is run, none is searched, no overload step. */
   fixed: boolean;
   /** Idle devices for the idle-connections measurement; 0 skips it. */
   idle: number;
 }
 
-export type Timings = Omit<Plan, 'idle' | 'fixed'>;
+export type Timings = Omit<Plan, 'idle' | 'fixed' | 'overloadTtlMs' | 'overloadRate'>;
 
 export const FULL: Timings = {
   quick: false,

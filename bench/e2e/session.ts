@@ -47,9 +47,11 @@ export async function openSession(sut: Sut, plan: Plan, upstream: Upstream, size
 /** The system's resident memory: the sum over its instances. */
 export const sessionRss = (s: Session): number => sum(s.pids.map((pid) => rssMb(pid)));
 
-export function runLoad(s: Session, rate: number, durationS: number, waitMs = s.plan.waitMs, leadS = 0): Promise<StepSummary> {
+/** `ttlMs`: every request carries that ttl_ms (none by default). */
+export function runLoad(s: Session, rate: number, durationS: number, waitMs = s.plan.waitMs, leadS = 0, ttlMs?: number): Promise<StepSummary> {
   return s.fleet.step(rate, durationS + leadS, waitMs, {
     leadS,
+    ...(ttlMs === undefined ? {} : { ttlMs }),
     onProgress: (p) => progress(`bench: ${s.sut.label} @ ${rate} req/s  ${p.elapsedS.toFixed(1)} s  sent ${p.sent}  answered ${p.answered}`),
   });
 }

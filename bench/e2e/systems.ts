@@ -9,6 +9,7 @@ import { startPlant } from '../plant.js';
 import { cpuSeconds } from '../proc.js';
 import type { SystemId } from '../results.js';
 import { distFile } from './console.js';
+import { BENCH_QUEUE_WAIT_MS } from './plan.js';
 import { commandCalls, type CommandCalls } from './redis-stats.js';
 import { shedCounts } from './shed.js';
 import type { Upstream } from './upstream.js';
@@ -29,6 +30,8 @@ export interface Sut {
   shed?: () => Promise<Record<string, number>>;
   /** Systems on Redis: the commands Redis has run so far. */
   redisCommands?: () => Promise<CommandCalls>;
+  /** Our bridges: the OVERLOAD_QUEUE_WAIT_MS they run with (0, the default: the guard off). */
+  queueWaitMs?: number;
   stop(): Promise<void>;
 }
 
@@ -38,6 +41,8 @@ interface StartContext {
   upstream: Upstream;
   redisUrl: string;
   nodeArgs: string[];
+  /** Our bridges' OVERLOAD_QUEUE_WAIT_MS. */
+  queueWaitMs: number;
 }
 
 type Starter = (ctx: StartContext) => Promise<Sut>;
@@ -45,7 +50,7 @@ type Starter = (ctx: StartContext) => Promise<Sut>;
 /** Enough concurrent upstream calls for the rates a bridge reaches at the fixed upstream latency; more only makes bursts. */
 const MAX_CONCURRENCY = '256';
 
-export function bridgeEnv(upstreamUrl: string, extra: Record<string, string>): Record<string, string> {
+export function bridgeEnv(upstreamUrl: string, extra: Record<string, string>, queueWaitMs = BENCH_QUEUE_WAIT_MS): Record<string, string> {
   return {
     UPSTREAM_URL: upstreamUrl,
     // Limits a deployment of this size would set: the bench measures the bridge, not its quotas.
@@ -53,9 +58,9 @@ export function bridgeEnv(upstreamUrl: string, extra: Record<string, string>): R
     RATE_LIMIT_RPM: '100000000',
     DEVICE_RATE_LIMIT_RPM: '1000000',
     // Past the knee, refuse normal and low work that would wait over a second rather than
-    // queue it for many (off by default). A passing step's p99 is well under that, so it
-    // never acts there: it only shapes the overload step.
-    OVERLOAD_QUEUE_WAIT_MS: '1000',
+    // queue it for many (BENCH_QUEUE_WAIT_MS; 0, off, is the default). A passing step's p99 is
+    // well under that, so it never acts there: it only shapes the overload step.
+    OVERLOAD_QUEUE_WAIT_MS: String(queueWaitMs),
     // LOG_LEVEL stays at its default (info): per-request lines are debug, as in production.
     ...extra,
   };
@@ -76,9 +81,10 @@ function handlerEnv(ctx: StartContext, threaded: boolean): Record<string, string
 
 /** (b): the whole bridge, `npm start` without Redis. */
 async function memoryBridge(ctx: StartContext): Promise<Sut> {
-  const service = await startServiceProcess(bridgeEnv(ctx.upstream.url, {}), { nodeArgs: ctx.nodeArgs });
+  const service = await startServiceProcess(bridgeEnv(ctx.upstream.url, {}, ctx.queueWaitMs), { nodeArgs: ctx.nodeArgs });
   const stop = async (): Promise<void> => void (await service.stop());
-  return { id: ctx.id, label: ctx.label, role: 'bridge', services: [service], ports: [service.mqttPort], cpu: {}, shed: () => shedCounts([service]), stop };
+  const shed = (): Promise<Record<string, number>> => shedCounts([service]);
+  return { id: ctx.id, label: ctx.label, role: 'bridge', services: [service], ports: [service.mqttPort], cpu: {}, shed, queueWaitMs: ctx.queueWaitMs, stop };
 }
 
 interface RedisSystem {
@@ -127,7 +133,7 @@ async function pollRedisCpu(admin: Redis): Promise<{ read: () => number; stop: (
 function onRedis(kind: RedisSystem): Starter {
   return async (ctx) => {
     const prefix = `bench-${randomBytes(4).toString('hex')}`;
-    const env = bridgeEnv(ctx.upstream.url, { REDIS_URL: ctx.redisUrl, REDIS_PREFIX: prefix });
+    const env = bridgeEnv(ctx.upstream.url, { REDIS_URL: ctx.redisUrl, REDIS_PREFIX: prefix }, ctx.queueWaitMs);
     const deployment = await deploy(ctx, kind, env, prefix);
     const admin = new Redis(ctx.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
     await admin.connect();
@@ -140,7 +146,7 @@ function onRedis(kind: RedisSystem): Starter {
       services,
       ports: deployment.ports,
       cpu: { redis: redisCpu.read, ...deployment.cpu },
-      ...(kind.script ? {} : { shed: () => shedCounts(services) }),
+      ...(kind.script ? {} : { shed: () => shedCounts(services), queueWaitMs: ctx.queueWaitMs }),
       redisCommands: () => commandCalls(admin),
       async stop() {
         redisCpu.stop();
@@ -176,7 +182,14 @@ export const SYSTEMS = Object.keys(TABLE) as SystemId[];
 
 export const needsRedis = (id: SystemId): boolean => TABLE[id].redis;
 
-export function startSut(id: SystemId, upstream: Upstream, redisUrl: string, profileDir: string | undefined): Promise<Sut> {
+/** `queueWaitMs`: our bridges' OVERLOAD_QUEUE_WAIT_MS (default BENCH_QUEUE_WAIT_MS). */
+export function startSut(
+  id: SystemId,
+  upstream: Upstream,
+  redisUrl: string,
+  profileDir: string | undefined,
+  queueWaitMs = BENCH_QUEUE_WAIT_MS,
+): Promise<Sut> {
   const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
-  return TABLE[id].start({ id, label: TABLE[id].label, upstream, redisUrl, nodeArgs });
+  return TABLE[id].start({ id, label: TABLE[id].label, upstream, redisUrl, nodeArgs, queueWaitMs });
 }

@@ -135,48 +135,68 @@ describe('formatReport', () => {
     expect(md).not.toContain('Idle connections');
   });
 
-  it('adds an overload table for the systems that have one', () => {
+  it('adds an overload table for the systems that have one, a row per setting', () => {
+    const none = { expired: 0, late: 0, latencyMs: null };
     const overload: OverloadResult = {
       rate: 20_000,
       durationS: 30,
+      queueWaitMs: 1000,
+      ttlMs: 2000,
       sent: 600_000,
       ok: 400_000,
       errors: { queue_full: 1234, expired: 12, unused: 0 },
       lost: 3,
+      expired: 12,
+      late: 7,
+      byPriority: { critical: none, high: none, normal: { expired: 12, late: 7, latencyMs: { p50: 900, p99: 3000 } }, low: none },
       rssStartMb: 100,
       rssEndMb: 250,
       latencyMs: { p50: 812.44, p99: 2950 },
       survived: true,
     };
-    const memory: SystemResult = { ...system('memory', 'bridge, memory store', 8_000), overload };
+    const { ttlMs: _ttl, queueWaitMs: _wait, ...untuned } = overload;
+    const defaults: OverloadResult = { ...untuned, queueWaitMs: 0, late: 0 };
+    const memory: SystemResult = { ...system('memory', 'bridge, memory store', 8_000), overload: [overload, defaults] };
     const redis: SystemResult = {
       ...system('redis', 'bridge, Redis store', 3_000),
-      overload: { ...overload, errors: {}, rssStartMb: 0, survived: false },
+      overload: [{ ...overload, errors: {}, rssStartMb: 0, survived: false }],
     };
     const shedding: SystemResult = {
       ...system('redis-x2', 'two bridges', 3_000),
-      overload: { ...overload, errors: { queue_full: 1234, expired: 12 }, shed: { queue_wait: 1200, event_loop: 34, admissions: 0 } },
+      overload: [{ ...overload, errors: { queue_full: 1234, expired: 12 }, shed: { queue_wait: 1200, event_loop: 34, admissions: 0 } }],
     };
-    const md = formatReport(results([system('echo', 'echo', 30_000), memory, redis, shedding]));
+    const bullmq: SystemResult = { ...system('bullmq', 'BullMQ', 2_000), overload: [{ ...untuned, ttlMs: 2000 }] };
+    const md = formatReport(results([system('echo', 'echo', 30_000), memory, redis, shedding, bullmq]));
     expect(md).toContain('### Overload');
     const overloadPart = md.slice(md.indexOf('### Overload'));
-    expect(row(overloadPart, 'bridge, memory store')).toEqual([
-      'bridge, memory store',
-      '20 000',
-      '30',
-      '600 000',
-      '400 000',
-      'queue_full 1 234 · expired 12',
-      '3',
-      '812.4 / 2 950.0',
-      '100 → 250',
-      '2.50',
-      'yes',
+    const rows = overloadPart.split('\n').filter((l) => l.startsWith('| bridge, memory store |'));
+    expect(rows.map((l) => l.slice(2, -2).split(' | ').map((c) => c.trim()))).toEqual([
+      [
+        'bridge, memory store',
+        'OVERLOAD_QUEUE_WAIT_MS 1 000 · ttl_ms 2 000',
+        '20 000',
+        '30',
+        '600 000',
+        '400 000',
+        'queue_full 1 234 · expired 12',
+        '3',
+        '12',
+        '7',
+        '812.4 / 2 950.0',
+        '100 → 250',
+        '2.50',
+        'yes',
+      ],
+      // Without a ttl_ms nothing can be late: a dash, not a zero.
+      ['bridge, memory store', 'defaults · no ttl_ms', '20 000', '30', '600 000', '400 000', 'queue_full 1 234 · expired 12', '3', '12', '—', '812.4 / 2 950.0', '100 → 250', '2.50', 'yes'],
     ]);
-    expect(row(overloadPart, 'bridge, Redis store').slice(5)).toEqual(['none', '3', '812.4 / 2 950.0', '0 → 250', '—', 'no']);
+    expect(row(overloadPart, 'bridge, Redis store').slice(6)).toEqual(['none', '3', '12', '7', '812.4 / 2 950.0', '0 → 250', '—', 'no']);
     // The bridge's own refusals say why, beside the code.
-    expect(row(overloadPart, 'two bridges')[5]).toBe('queue_full 1 234 (queue_wait 1 200, event_loop 34) · expired 12');
+    expect(row(overloadPart, 'two bridges')[6]).toBe('queue_full 1 234 (queue_wait 1 200, event_loop 34) · expired 12');
+    // A system without the queue-wait setting names only the ttl.
+    expect(row(overloadPart, 'BullMQ')[1]).toBe('ttl_ms 2 000');
     expect(overloadPart).not.toContain('| echo |');
+    expect(overloadPart).toContain('Late: answered (ok or not) more than 100 ms after the device published + ttl_ms');
   });
 
   it('adds the idle table when idle connections were measured', () => {

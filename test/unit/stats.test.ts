@@ -108,10 +108,12 @@ describe('report', () => {
       ok: 2,
       errors: { rate_limited: 1 },
       lost: 1,
+      expired: 0,
+      late: 0,
       latencyMs: { p50: 20, p95: 30, p99: 30, max: 30 },
       achievedRate: 1.5,
     });
-    expect(report.byPriority.critical).toEqual({ sent: 0, ok: 0, errors: {}, lost: 0, latencyMs: null, achievedRate: 0 });
+    expect(report.byPriority.critical).toEqual({ sent: 0, ok: 0, errors: {}, lost: 0, expired: 0, late: 0, latencyMs: null, achievedRate: 0 });
     expect(report.overall.sent).toBe(6);
     expect(report.overall.ok).toBe(2);
     expect(report.overall.lost).toBe(1);
@@ -141,6 +143,40 @@ describe('report', () => {
     // Columns line up: every data line is as long as the header once padded.
     const headerCols = (lines[1] ?? '').indexOf('sent') + 'sent'.length;
     for (const l of lines.slice(3)) if (/^\w/.test(l)) expect(l.slice(0, headerCols)).toMatch(/\d$/);
+  });
+});
+
+describe('ttl_ms: expired and late replies', () => {
+  it('counts a reply late only past ttl_ms + 100 ms from the publish, ok or not, and expired ones apart', () => {
+    const tally = emptyTally();
+    for (let i = 0; i < 5; i++) recordSent(tally, 'low');
+    recordReply(tally, 'low', { ok: true }, 2100, 2000); // at the deadline + 100 ms: on time
+    recordReply(tally, 'low', { ok: true }, 2100.5, 2000);
+    recordReply(tally, 'low', { ok: false, code: 'expired' }, 2050, 2000);
+    recordReply(tally, 'low', { ok: false, code: 'expired' }, 2500, 2000);
+    recordReply(tally, 'low', { ok: true }, 9000); // no ttl_ms: never late
+    const report = buildReport(tally, 1, { ...config, ttlMs: 2000 });
+    expect(report.byPriority.low).toMatchObject({ ok: 3, errors: { expired: 2 }, expired: 2, late: 2 });
+    expect(report.overall).toMatchObject({ expired: 2, late: 2 });
+    expect(report.byPriority.high).toMatchObject({ expired: 0, late: 0 });
+  });
+
+  it('shows expired and late columns, and the ttl in the title, only when requests carried one', () => {
+    const tally = emptyTally();
+    recordSent(tally, 'normal');
+    recordReply(tally, 'normal', { ok: false, code: 'expired' }, 2300, 2000);
+    const lines = formatTable(buildReport(tally, 1, { ...config, ttlMs: 2000 })).split('\n');
+    expect(lines[0]).toContain('ttl_ms 2000 (late: over 100 ms past it)');
+    expect(lines[1]).toMatch(/^priority\s+sent\s+ok\s+errors\s+lost\s+expired\s+late\s+p50 ms/);
+    const normal = (lines.find((l) => l.startsWith('normal')) ?? '').split(/\s+/);
+    expect(normal.slice(0, 7)).toEqual(['normal', '1', '0', 'expired=1', '0', '1', '1']);
+    expect(formatTable(buildReport(tally, 1, config))).not.toMatch(/late|ttl_ms/);
+  });
+
+  it('reads --ttl-ms as a positive integer of milliseconds', () => {
+    expect(parseFleetArgs(['--ttl-ms', '2000']).ttlMs).toBe(2000);
+    expect(parseFleetArgs([]).ttlMs).toBeUndefined();
+    for (const bad of ['0', '1.5', 'soon']) expect(() => parseFleetArgs(['--ttl-ms', bad])).toThrow(/^--ttl-ms:/);
   });
 });
 

@@ -6,7 +6,7 @@ import { Presence } from '../broker/presence.js';
 import { ConfigError } from '../contract/index.js';
 import type { Config } from './config/config.js';
 import type { Logger } from './logger.js';
-import { checkRedisPolicy } from './store/redis-check.js';
+import { checkRedisPolicy, checkRedisVersion } from './store/redis-check.js';
 import { MemoryStore } from './store/memory.js';
 import { RedisStore } from './store/redis.js';
 import { redisKeys } from './store/redis-keys.js';
@@ -66,6 +66,11 @@ export async function openCoordination(
     redis.disconnect();
     const reason = lastError || (err instanceof Error ? err.message : String(err));
     throw new ConfigError('REDIS_URL', `cannot connect to Redis: ${reason}`);
+  }
+  const tooOld = await checkRedisVersion(redis).catch(() => undefined);
+  if (tooOld) {
+    redis.disconnect();
+    throw new ConfigError('REDIS_URL', tooOld);
   }
   const policy = await checkRedisPolicy(redis);
   if (policy.ok === false) {

@@ -44,3 +44,11 @@ export async function checkRedisPolicy(redis: Redis): Promise<RedisPolicyCheck> 
       '(an evicted job or lock breaks every guarantee)',
   };
 }
+
+/** The scripts use `SET … NX GET`, which Redis accepts from 7.0: the problem line, or undefined. */
+export async function checkRedisVersion(redis: Redis): Promise<string | undefined> {
+  const version = /^redis_version:(\S+)/m.exec(await redis.info('server'))?.[1];
+  const major = Number(version?.split('.')[0]);
+  if (!Number.isFinite(major) || major >= 7) return undefined;
+  return `Redis ${version ?? '?'} is too old; edge-ai-bridge needs Redis 7.0 or later`;
+}

@@ -71,14 +71,11 @@ const scripts = {
 export interface RedisStoreOptions {
   /** The deployment's key prefix; every key carries it as a hash tag. */
   prefix: string;
-  /** How long a pending idempotency record may outlive a lost job (a backstop). */
-  pendingTtlMs?: number;
 }
 
 export class RedisStore implements Store {
   readonly durable = true;
   readonly keys: RedisKeys;
-  private readonly pendingTtlMs: number;
   private readonly usageBuffer: UsageBuffer;
   /** The device has its reply by now: a completion can wait a moment for others to go with. */
   private readonly completions = new Gather(COMPLETE_GATHER_MS);
@@ -88,7 +85,6 @@ export class RedisStore implements Store {
     options: RedisStoreOptions,
   ) {
     this.keys = redisKeys(options.prefix);
-    this.pendingTtlMs = options.pendingTtlMs ?? 7 * 24 * 3600 * 1000;
     this.usageBuffer = new UsageBuffer((hour, amounts) => this.run(scripts.usage, [this.keys.usage(String(hour))], usageArgs(amounts)).then(() => undefined));
   }
 
@@ -109,7 +105,6 @@ export class RedisStore implements Store {
       limits.deviceRpm,
       limits.queueMax,
       now,
-      this.pendingTtlMs,
       job.cacheKey === undefined ? '0' : '1',
     ];
     if (claim) {
@@ -137,7 +132,7 @@ export class RedisStore implements Store {
     const k = this.keys;
     const [jobs, ...others] = k.legacy as [string, ...string[]];
     if ((await this.guard(this.redis.exists(jobs, ...others))) === 0) return 0;
-    const step = (jobKeys: string[]) => this.run(scripts.upgrade, [...k.fixed, ...k.legacy], [k.records, this.pendingTtlMs, now, ...jobKeys]);
+    const step = (jobKeys: string[]) => this.run(scripts.upgrade, [...k.fixed, ...k.legacy], [k.records, now, ...jobKeys]);
     let moved = 0;
     let cursor = '0';
     do {
@@ -260,7 +255,7 @@ export class RedisStore implements Store {
       .map((entry) => ({ entry, job: (JSON.parse(entry) as DeadLetter).job }))
       .filter(({ job }) => keys === 'all' || keys.includes(job.key));
     if (chosen.length === 0) return 0;
-    const args: LuaArg[] = [k.records, this.pendingTtlMs];
+    const args: LuaArg[] = [k.records];
     for (const { entry, job } of chosen) {
       const { attempts: _attempts, ...data } = replayedJob(job, offsetsMs, now);
       args.push(entry, job.key, JSON.stringify(data), data.score, job.priority, lockId(job.request.lock), job.tokenEstimate);

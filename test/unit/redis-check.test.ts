@@ -2,7 +2,7 @@
 // must be noeviction) and private ones started with the policy or restrictions under test.
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { checkRedisPolicy } from '../../bridge/store/redis-check.js';
+import { checkRedisPolicy, checkRedisVersion } from '../../bridge/store/redis-check.js';
 import { startPrivateRedis, type PrivateRedis } from '../../bench/redis-server.js';
 import { connectRedis } from '../helpers/redis.js';
 
@@ -69,5 +69,13 @@ describe('checkRedisPolicy', () => {
     expect(result.ok).toBe('unknown');
     if (result.ok !== 'unknown') return;
     expect(result.reason).toMatch(/^CONFIG GET: NOPERM.*; INFO memory: NOPERM/);
+  });
+});
+
+describe('checkRedisVersion', () => {
+  it('accepts the Redis the tests run on, and refuses one older than 7.0 by name', async () => {
+    expect(await checkRedisVersion(shared)).toBeUndefined();
+    const old = { info: async () => '# Server\r\nredis_version:6.2.14\r\n' } as unknown as Redis;
+    expect(await checkRedisVersion(old)).toBe('Redis 6.2.14 is too old; edge-ai-bridge needs Redis 7.0 or later');
   });
 });

@@ -24,6 +24,7 @@ for _, key in ipairs(rcall('ZRANGEBYSCORE', K.leases, '-inf', ARGV[2], 'LIMIT', 
     unlock(lockId, key)
     local attempts = rcall('HINCRBY', r, 'a', 1)
     if attempts >= tonumber(ARGV[3]) and not v[2] then
+      letGo(r)
       exhausted[#exhausted + 1] = v[3]
       exhausted[#exhausted + 1] = tostring(attempts)
     else

@@ -1,6 +1,6 @@
 --[[ replay: dead letters back into the queue as new arrivals (fresh attempts, no ttl).
 KEYS[1..10] the fixed keys (includes/keys.lua)  KEYS[10 + i] the record of entry i, in ARGV order
-ARGV[1] records' key base  ARGV[2] pending-record backstop ms; then per entry, 7 values:
+ARGV[1] records' key base; then per entry, 7 values:
   raw dead-letter entry, job key, job JSON, score, priority, lockId or '-', token estimate
 Returns how many entries were replayed (an entry already gone from the list is skipped).
 ]]
@@ -11,12 +11,12 @@ local rcall = redis.call
 --- @include "queue"
 
 local replayed = 0
-for i = 0, (#ARGV - 2) / 7 - 1 do
-  local a = 3 + i * 7
+for i = 0, (#ARGV - 1) / 7 - 1 do
+  local a = 2 + i * 7
   if rcall('LREM', K.dlq, 1, ARGV[a]) > 0 then
     local key = ARGV[a + 1]
     rcall('DEL', KEYS[11 + i])
-    writeJob(KEYS[11 + i], ARGV[2], 'j', ARGV[a + 2], 't', '')
+    writeJob(KEYS[11 + i], 'j', ARGV[a + 2], 't', '')
     local seq = rcall('INCR', K.seq)
     local member = string.format('%016d', seq) .. '|' .. ARGV[a + 4] .. '|' .. ARGV[a + 5] .. '|' .. ARGV[a + 6] .. '|' .. key
     enqueue(ARGV[a + 3], '', member)

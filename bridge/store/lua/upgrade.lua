@@ -4,7 +4,7 @@ and the upstream's budget (calls, their tokens, the pause) moves into its window
 RATE_LIMIT_RPM/TPM still hold across the upgrade. Each step is atomic and can run twice.
 KEYS[1..10] the fixed keys (includes/keys.lua)  KEYS[11] jobs  KEYS[12] attempts  KEYS[13] place
 KEYS[14] owners  KEYS[15] recorded  KEYS[16] calls  KEYS[17] calltokens  KEYS[18] pause
-ARGV[1] records' key base  ARGV[2] pending-record backstop ms  ARGV[3] now ms  ARGV[4..] job keys
+ARGV[1] records' key base  ARGV[2] now ms  ARGV[3..] job keys
 Returns how many jobs were moved.
 ]]
 local rcall = redis.call
@@ -13,7 +13,7 @@ local rcall = redis.call
 --- @include "records"
 
 local moved = 0
-for i = 4, #ARGV do
+for i = 3, #ARGV do
   local key = ARGV[i]
   local data = rcall('HGET', KEYS[11], key)
   if data then
@@ -31,16 +31,16 @@ for i = 4, #ARGV do
       fields[#fields + 1] = recorded
     end
     rcall('DEL', rec(key)) -- its pending record, 'p' or a 0.6.0 hash
-    writeJob(rec(key), ARGV[2], unpack(fields))
+    writeJob(rec(key), unpack(fields))
     for k = 11, 15 do rcall('HDEL', KEYS[k], key) end
     moved = moved + 1
   end
 end
-if #ARGV > 3 or rcall('HLEN', KEYS[11]) > 0 then return moved end
+if #ARGV > 2 or rcall('HLEN', KEYS[11]) > 0 then return moved end
 
 rcall('DEL', KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15])
 local calls = rcall('ZRANGE', KEYS[16], 0, -1, 'WITHSCORES')
-local now, buckets, fields = tonumber(ARGV[3]), {}, {}
+local now, buckets, fields = tonumber(ARGV[2]), {}, {}
 local count, weight, oldest = 0, 0, nil
 for i = 1, #calls, 2 do
   local b = math.floor(tonumber(calls[i + 1]) / 2000)

@@ -1,11 +1,16 @@
--- A response cache entry (`expiresAt|answer JSON`; PX is only a backstop): the answer JSON
--- while it is fresh at `now`, else nil; and the key's value as read. The same key holds the
--- coalescing flight (`F…`, includes/flight.lua) until the answer replaces it, so the value
--- read here is what takeFlight decides on.
+-- A response cache entry (`expiresAt|answer JSON`; PX is only a backstop). The same key holds
+-- the coalescing flight (`F…`, includes/flight.lua) until the answer replaces it.
+
+-- The answer JSON in a cache key's value while it is fresh at `now`, else nil.
+local function answerIn(value, now)
+  if not value or string.sub(value, 1, 1) == 'F' then return nil end
+  local expires, answer = string.match(value, '^(%d+)|(.*)$')
+  if tonumber(expires) > now then return answer end
+  return nil
+end
+
+-- Reads the key: the fresh answer or nil, and the value as read (what takeFlight decides on).
 local function freshAnswer(kCache, now)
-  local cached = rcall('GET', kCache)
-  if not cached or string.sub(cached, 1, 1) == 'F' then return nil, cached end
-  local expires, answer = string.match(cached, '^(%d+)|(.*)$')
-  if tonumber(expires) > now then return answer, cached end
-  return nil, cached
+  local value = rcall('GET', kCache)
+  return answerIn(value, now), value
 end

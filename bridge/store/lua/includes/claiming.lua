@@ -13,6 +13,7 @@ end
 local function expire(key, out)
   local v = readJob(rec(key), 'w', 'j', 'a', 'r')
   if dequeue(key, v[1]) then
+    letGo(rec(key))
     out[#out + 1] = v[2] or ''
     out[#out + 1] = v[3] or '0'
     out[#out + 1] = v[4] or ''

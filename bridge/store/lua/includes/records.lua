@@ -32,10 +32,18 @@ local function readJob(kRecord, ...)
   return v
 end
 
--- Writes a new job record; `backstopMs` bounds a record a lost job would leave.
-local function writeJob(kRecord, backstopMs, ...)
+-- Writes a new job record. It lives as long as its job waits or is held; a job handed to
+-- an instance to answer without a lease (expired, out of attempts) gets letGo.
+local function writeJob(kRecord, ...)
   rcall('HSET', kRecord, ...)
-  rcall('PEXPIRE', kRecord, backstopMs)
+end
+
+-- How long the record of a job handed out without a lease may stay, should its answerer die
+-- before completing it: long past any retry, so a repeat is still recognised meanwhile.
+local UNHELD_TTL_MS = 7 * 24 * 3600 * 1000
+
+local function letGo(kRecord)
+  rcall('PEXPIRE', kRecord, UNHELD_TTL_MS)
 end
 
 -- Remembers the request's answer for the idempotency window (replacing the record).

@@ -190,6 +190,7 @@ export class Intake {
     switch (result.kind) {
       case 'queued':
         this.deps.shedder.admitted(priority);
+        if (job.deadlineMs !== undefined) dispatch.watchDeadline(job.key, job.deadlineMs);
         if (this.debugLines) log.debug({ ...fields, priority }, 'request queued');
         if (!claim) dispatch.wake();
         return 'queued';

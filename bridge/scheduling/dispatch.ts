@@ -11,4 +11,6 @@ export interface Dispatch {
   adopt(claim: ClaimOptions, along: ClaimAlong | undefined, jobKey: string): void;
   /** A request was queued without a claim: the scheduler may claim it. */
   wake(): void;
+  /** A request was queued with a deadline (ttl_ms, MQTT 5 expiry): still waiting then, it is answered `expired` then. */
+  watchDeadline(jobKey: string, deadlineMs: number): void;
 }

@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Coalescer, type KnownLead } from '../coalescing/coalescer.js';
 import type { Logger } from '../logger.js';
+import { DeadlineWatch } from '../recovery/deadlines.js';
 import { answerExpired } from '../recovery/expired.js';
 import { LeaseRenewal, leaseMsFor } from '../recovery/leases.js';
 import { Reaper } from '../recovery/reaper.js';
@@ -39,6 +40,8 @@ export class Scheduler implements Dispatch {
   private readonly runner: JobRunner;
   private readonly renewal: LeaseRenewal;
   private readonly reaper: Reaper;
+  /** Answers a queued request `expired` at its deadline even when no claim would run then. */
+  private readonly deadlines: DeadlineWatch;
 
   constructor(
     private readonly config: SchedulerConfig,
@@ -66,6 +69,12 @@ export class Scheduler implements Dispatch {
       maxAttempts: config.maxAttempts,
       signal: this.stopped.signal,
       onReaped: () => this.wake(),
+    });
+    this.deadlines = new DeadlineWatch({
+      sweep: () => this.sweepExpired(),
+      clock,
+      retryMs: STORE_RETRY_MS,
+      onError: (err) => logger.warn({ err }, 'expiry sweep failed; retrying'),
     });
   }
 
@@ -102,6 +111,7 @@ export class Scheduler implements Dispatch {
     this.stopping = true;
     clearTimeout(this.wakeTimer);
     this.reaper.stop();
+    this.deadlines.stop();
     const all = Promise.allSettled([...this.running.values()].map((r) => r.done));
     const grace = sleep(graceMs, 'timeout' as const, { ref: false });
     if ((await Promise.race([all, grace])) === 'timeout') {
@@ -128,6 +138,12 @@ export class Scheduler implements Dispatch {
     if (this.stopping) return undefined;
     const reserved = this.slots.reserve();
     return reserved === 0 ? undefined : this.claimOptions(reserved);
+  }
+
+  /** A request was queued with a deadline: if it still waits then, it is answered `expired` then. */
+  watchDeadline(jobKey: string, deadlineMs: number): void {
+    // Claimed along with its own admission: it is running, not waiting.
+    if (!this.running.has(jobKey)) this.deadlines.watch(jobKey, deadlineMs);
   }
 
   /**
@@ -198,6 +214,7 @@ export class Scheduler implements Dispatch {
         break;
       }
       const now = this.clock();
+      this.deadlines.claimStarted(now);
       const claimed = await this.store.claim(this.claimOptions(max), now);
       const retryAtMs = this.take(claimed, max, now);
       if (retryAtMs !== undefined) return Math.max(1, retryAtMs - now);
@@ -224,10 +241,19 @@ export class Scheduler implements Dispatch {
   }
 
   private expire(job: ExpiredJob): void {
+    this.deadlines.settle(job.key);
     void answerExpired(job, this.completion, this.logger, this.stopped.signal);
   }
 
+  /** A claim of no jobs: it only takes the expired ones out of the queue, to be answered. */
+  private async sweepExpired(): Promise<void> {
+    if (this.stopping) return;
+    const claimed = await this.store.claim(this.claimOptions(0), this.clock());
+    for (const job of claimed.expired) this.expire(job);
+  }
+
   private run(job: ClaimedJob, claimedAt: number, firstLead: Promise<Lead> | undefined): void {
+    this.deadlines.settle(job.key);
     const locked = job.request.lock !== undefined;
     const startedAt = performance.now();
     this.observer.claimed(job.priority, job.arrivalMs, locked, claimedAt);

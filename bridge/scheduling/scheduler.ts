@@ -1,5 +1,6 @@
 // The claim loop: keeps up to MAX_CONCURRENCY jobs in flight, renews their leases while
 // upstream calls run, and turns every ending (answer, failure, expiry) into one reply.
+import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Coalescer, type KnownLead } from '../coalescing/coalescer.js';
@@ -22,12 +23,25 @@ export type { QueueWaitSink, SchedulerConfig, SchedulerObserver, Upstream } from
 /** Idle poll: other instances (Redis) admit jobs this one is not told about. */
 const IDLE_POLL_MS = 100;
 
+/** A controller whose signal many jobs may wait on at once without a leak warning. */
+function unlimitedAbort(): AbortController {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  return controller;
+}
+
 export class Scheduler implements Dispatch {
   private readonly running = new Map<string, Running>();
   private readonly leaseMs: number;
   private stopping = false;
   /** Aborted once stop() is done: ends completion retries that nothing else would end. */
   private readonly stopped = new AbortController();
+  /**
+   * The abort of every job started since: stop() aborts all unfinished jobs at once, so they
+   * share one controller (one per job cost more than the rest of a claim's bookkeeping). A
+   * fresh one replaces it once aborted, so no later job starts aborted.
+   */
+  private jobsAbort = unlimitedAbort();
   private pumping = false;
   private pumpAgain = false;
   private readonly slots: Slots;
@@ -118,6 +132,7 @@ export class Scheduler implements Dispatch {
       const unfinished = [...this.running.values()];
       this.logger.warn({ count: unfinished.length }, 'shutdown grace over: handing unfinished requests back to the queue');
       for (const r of unfinished) r.abort.abort();
+      this.jobsAbort = unlimitedAbort();
       await Promise.allSettled(unfinished.map((r) => r.done));
       try {
         await this.store.release(unfinished.map((r) => r.job), this.clock());
@@ -258,7 +273,7 @@ export class Scheduler implements Dispatch {
     const startedAt = performance.now();
     this.observer.claimed(job.priority, job.arrivalMs, locked, claimedAt);
     this.queueWait.claimed(job.priority, claimedAt - job.arrivalMs, locked);
-    const abort = new AbortController();
+    const abort = this.jobsAbort;
     const entry: Running = {
       job,
       callId: job.callId,

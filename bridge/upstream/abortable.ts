@@ -1,4 +1,5 @@
 // Waiting and checking that a shutdown cuts short: an aborted call fails as `unavailable`.
+import { offAbort, onAbort } from './on-abort.js';
 import { shuttingDown } from './provider.js';
 
 export function throwIfAborted(signal: AbortSignal | undefined): void {
@@ -11,14 +12,14 @@ export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void
       reject(shuttingDown());
       return;
     }
-    const onAbort = (): void => {
+    const onAborted = (): void => {
       clearTimeout(timer);
       reject(shuttingDown());
     };
     const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
+      if (signal) offAbort(signal, onAborted);
       resolve();
     }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal) onAbort(signal, onAborted);
   });
 }

@@ -5,6 +5,7 @@
 // before it gets one.
 import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'node:http';
+import { offAbort, onAbort } from './on-abort.js';
 
 export type Exchange =
   | { kind: 'response'; status: number; headers: IncomingHttpHeaders; text: string }
@@ -28,15 +29,25 @@ class BufferingHandler implements Dispatcher.DispatchHandler {
   private headers: IncomingHttpHeaders = {};
   private readonly chunks: Buffer[] = [];
   private done = false;
+  timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly settle: (outcome: Exchange) => void) {}
+  constructor(
+    private readonly resolve: (outcome: Exchange) => void,
+    private readonly outer: AbortSignal | undefined,
+    readonly timeoutMs: number,
+  ) {}
+
+  /** The outer signal fired (shutdown). */
+  readonly aborted = (): void => this.finish({ kind: 'aborted' }, new Error('aborted'));
 
   /** Settles once; later callbacks (an abort's own error, a late end) are ignored. */
   finish(outcome: Exchange, abortReason?: Error): void {
     if (this.done) return;
     this.done = true;
+    clearTimeout(this.timer);
+    if (this.outer) offAbort(this.outer, this.aborted);
     if (abortReason !== undefined) this.controller?.abort(abortReason);
-    this.settle(outcome);
+    this.resolve(outcome);
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -64,18 +75,17 @@ class BufferingHandler implements Dispatcher.DispatchHandler {
   }
 }
 
+function timedOut(handler: BufferingHandler): void {
+  handler.finish({ kind: 'timeout' }, new Error(`attempt timed out after ${handler.timeoutMs} ms`));
+}
+
 /** Never rejects: every way the exchange can end is an `Exchange`. */
 export function exchange(dispatcher: Dispatcher, request: ExchangeRequest, timeoutMs: number, outer: AbortSignal | undefined): Promise<Exchange> {
   if (outer?.aborted) return Promise.resolve({ kind: 'aborted' });
   return new Promise((resolve) => {
-    const handler = new BufferingHandler((outcome) => {
-      clearTimeout(timer);
-      outer?.removeEventListener('abort', onOuterAbort);
-      resolve(outcome);
-    });
-    const timer = setTimeout(() => handler.finish({ kind: 'timeout' }, new Error(`attempt timed out after ${timeoutMs} ms`)), timeoutMs);
-    const onOuterAbort = (): void => handler.finish({ kind: 'aborted' }, new Error('aborted'));
-    outer?.addEventListener('abort', onOuterAbort, { once: true });
+    const handler = new BufferingHandler(resolve, outer, timeoutMs);
+    handler.timer = setTimeout(timedOut, timeoutMs, handler);
+    if (outer) onAbort(outer, handler.aborted);
     dispatcher.dispatch(request, handler);
   });
 }

@@ -42,52 +42,7 @@ export async function openCoordination(
     return memoryCoordination(new MemoryStore());
   }
   const log = logger.child({ module: 'redis' });
-  const redis = new Redis(config.redisUrl, {
-    lazyConnect: true,
-    connectionName: `edge-ai-bridge:${config.redisPrefix}`,
-    connectTimeout: CONNECT_TIMEOUT_MS,
-    // Fail fast while Redis is away: a request gets `unavailable` now rather than hanging.
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    retryStrategy: (times) => Math.min(100 * times, 2000),
-    // Every request's admit, lead and completion issued in one event-loop turn leave in one
-    // write and come back in one read: on loopback the syscalls, not Redis, were the cost.
-    enableAutoPipelining: true,
-  });
-  let lastError = '';
-  redis.on('error', (err: Error) => {
-    lastError = err.message;
-    log.warn({ err: err.message }, 'Redis connection error');
-  });
-  redis.on('ready', () => log.info('Redis connection ready'));
-  try {
-    await redis.connect();
-  } catch (err) {
-    redis.disconnect();
-    const reason = lastError || (err instanceof Error ? err.message : String(err));
-    throw new ConfigError('REDIS_URL', `cannot connect to Redis: ${reason}`);
-  }
-  const tooOld = await checkRedisVersion(redis).catch(() => undefined);
-  if (tooOld) {
-    redis.disconnect();
-    throw new ConfigError('REDIS_URL', tooOld);
-  }
-  const policy = await checkRedisPolicy(redis);
-  if (policy.ok === false) {
-    redis.disconnect();
-    // The problem line already names REDIS_URL.
-    throw new ConfigError('REDIS_URL', policy.problem.replace(/^REDIS_URL: /, ''));
-  }
-  if (policy.ok === 'unknown') log.warn({ reason: policy.reason }, 'cannot read maxmemory-policy; make sure it is noeviction');
-  const store = new RedisStore(redis, { prefix: config.redisPrefix });
-  let moved: number;
-  try {
-    moved = await store.upgrade(Date.now());
-  } catch (err) {
-    redis.disconnect();
-    throw err;
-  }
-  if (moved > 0) log.info({ jobs: moved }, 'moved the jobs an older version left in Redis to this version\'s layout');
+  const { redis, store } = await openRedisStore(config.redisUrl, config.redisPrefix, log);
 
   const channel = redisKeys(config.redisPrefix).instances;
   let presence: Presence;
@@ -126,4 +81,55 @@ export async function openCoordination(
       await redis.quit().catch(() => redis.disconnect());
     },
   };
+}
+
+/** Connects, checks the server (version, eviction policy) and moves an older version's keys. */
+async function openRedisStore(url: string, prefix: string, log: Logger): Promise<{ redis: Redis; store: RedisStore }> {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    connectionName: `edge-ai-bridge:${prefix}`,
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    // Fail fast while Redis is away: a request gets `unavailable` now rather than hanging.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    retryStrategy: (times) => Math.min(100 * times, 2000),
+    // Every request's admit, lead and completion issued in one event-loop turn leave in one
+    // write and come back in one read: on loopback the syscalls, not Redis, were the cost.
+    enableAutoPipelining: true,
+  });
+  let lastError = '';
+  redis.on('error', (err: Error) => {
+    lastError = err.message;
+    log.warn({ err: err.message }, 'Redis connection error');
+  });
+  redis.on('ready', () => log.info('Redis connection ready'));
+  try {
+    await redis.connect();
+  } catch (err) {
+    redis.disconnect();
+    const reason = lastError || (err instanceof Error ? err.message : String(err));
+    throw new ConfigError('REDIS_URL', `cannot connect to Redis: ${reason}`);
+  }
+  const tooOld = await checkRedisVersion(redis).catch(() => undefined);
+  if (tooOld) {
+    redis.disconnect();
+    throw new ConfigError('REDIS_URL', tooOld);
+  }
+  const policy = await checkRedisPolicy(redis);
+  if (policy.ok === false) {
+    redis.disconnect();
+    // The problem line already names REDIS_URL.
+    throw new ConfigError('REDIS_URL', policy.problem.replace(/^REDIS_URL: /, ''));
+  }
+  if (policy.ok === 'unknown') log.warn({ reason: policy.reason }, 'cannot read maxmemory-policy; make sure it is noeviction');
+  const store = new RedisStore(redis, { prefix: prefix });
+  let moved: number;
+  try {
+    moved = await store.upgrade(Date.now());
+  } catch (err) {
+    redis.disconnect();
+    throw err;
+  }
+  if (moved > 0) log.info({ jobs: moved }, 'moved the jobs an older version left in Redis to this version\'s layout');
+  return { redis, store };
 }

@@ -1,7 +1,7 @@
 // Circuit-breaker state as a store keeps it: the interface a provider's breaker asks, and its
 // Redis form, one hash per provider changed only by lua/breaker.lua, shared by every instance.
 import type { Redis } from 'ioredis';
-import { LuaScript } from './lua-script.js';
+import { library } from './lua-library.js';
 import { redisKeys, type RedisKeys } from './redis-keys.js';
 
 export type CircuitState = 'closed' | 'open' | 'half-open';
@@ -67,8 +67,6 @@ const fromCode = (code: string | undefined): CircuitState | undefined => (code ?
 /** breaker.lua's answer: state, allowed, probe token, retryAt or openUntil, from state, reason. */
 type ScriptReply = [string, number, string, number, string, string];
 
-const breakerScript = new LuaScript('breaker');
-
 /** Breakers shared by every instance on one Redis deployment prefix (key `{prefix}:breaker:{provider}`). */
 export class RedisBreakerStore implements BreakerStore {
   readonly shared = true;
@@ -119,8 +117,9 @@ export class RedisBreakerStore implements BreakerStore {
     probe: string,
     successes: number,
   ): Promise<ScriptReply> {
-    const raw = (await breakerScript.run(
+    const raw = (await library.call(
       this.redis,
+      'breaker',
       [this.keys.breaker(name)],
       [op, now, c.cooldownMs, c.probeLeaseMs, c.consecutiveFailures, c.errorRate, c.windowMs, c.minCalls, ok, probe, successes],
     )) as unknown[];

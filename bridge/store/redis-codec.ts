@@ -1,7 +1,7 @@
 // How the Redis store reads and writes what its Lua scripts keep: jobs, replies, cache
 // entries and usage fields, as flat strings.
 import { BridgeError, type Reply, ReplySchema } from '../../contract/index.js';
-import type { LuaArg } from './lua-script.js';
+import type { LuaArg } from './lua-library.js';
 import type { UsageDimension, UsageMetric } from './usage-report.js';
 import { HOUR_MS, type AdmitResult, type CachedAnswer, type ClaimedJob, type ClaimResult, type ExpiredJob, type Job } from './types.js';
 

@@ -1,7 +1,7 @@
 // Every Redis key of one deployment. All share the hash tag `{prefix}`, so every script's
 // keys live in one slot and run unchanged on Redis Cluster. Every key a script touches is
-// passed in KEYS, except the job records of jobs a script finds in the queue or the leases:
-// it builds those from the records' base (ARGV[1]), in the same slot.
+// passed in KEYS, except the deployment's fixed keys and the job records of jobs a script
+// finds in the queue or the leases: it names those from the prefix (ARGV[1]), in the same slot.
 //
 //   {p}:queue      zset   ready jobs; score = arrival + priority offset; member
 //                         seq|priority|lockId|tokens|jobKey (seq breaks score ties FIFO)
@@ -33,6 +33,7 @@ import type { Redis } from 'ioredis';
 
 export function redisKeys(prefix: string) {
   const p = `{${prefix}}`;
+  // Named in Lua from the prefix (lua/includes/keys.lua): these names must match.
   const fixed = {
     queue: `${p}:queue`,
     parked: `${p}:parked`,
@@ -47,10 +48,8 @@ export function redisKeys(prefix: string) {
   };
   return {
     ...fixed,
-    /** What every script but lead, unlead and usage gets first, in lua/includes/keys.lua's order. */
-    fixed: Object.values(fixed),
-    /** The base of every job record's key (ARGV[1] of those scripts). */
-    records: `${p}:idem:`,
+    /** ARGV[1] of every function but lead, unlead and usage: they name the fixed keys from it (lua/includes/keys.lua). */
+    base: `${p}:`,
     idem: (jobKey: string) => `${p}:idem:${jobKey}`,
     quota: (deviceId: string) => `${p}:quota:${deviceId}`,
     cache: (hash: string) => `${p}:cache:${hash}`,

@@ -1,8 +1,8 @@
-// Coordination for a fleet of instances on one Redis. Each step is one Lua script (lua/),
+// Coordination for a fleet of instances on one Redis. Each step is one Lua function (lua/),
 // so every instance sees one queue, one set of locks and one rate budget.
 import type { Redis } from 'ioredis';
 import { BridgeError, PRIORITIES, type Priority, type Reply } from '../../contract/index.js';
-import { LuaScript, type LuaArg } from './lua-script.js';
+import { library, type LuaArg } from './lua-library.js';
 import { lockId, redisKeys, type RedisKeys } from './redis-keys.js';
 import {
   cacheValue,
@@ -48,25 +48,9 @@ const UPGRADE_BATCH = 500;
 /** Leases handled per reap call, so one call never blocks Redis for long. */
 const REAP_BATCH = 500;
 
-const scripts = {
-  admit: new LuaScript('admit'),
-  claim: new LuaScript('claim'),
-  takeRate: new LuaScript('take-rate'),
-  pause: new LuaScript('pause'),
-  renew: new LuaScript('renew'),
-  record: new LuaScript('record'),
-  complete: new LuaScript('complete'),
-  release: new LuaScript('release'),
-  reap: new LuaScript('reap'),
-  drain: new LuaScript('drain'),
-  replay: new LuaScript('replay'),
-  settle: new LuaScript('settle'),
-  admitAnswered: new LuaScript('admit-answered'),
-  lead: new LuaScript('lead'),
-  unlead: new LuaScript('unlead'),
-  usage: new LuaScript('usage'),
-  upgrade: new LuaScript('upgrade'),
-};
+/** The store's steps, one Redis function each (lua/<name>.lua). */
+type Step = 'admit' | 'claim' | 'take-rate' | 'pause' | 'renew' | 'record' | 'complete' | 'release' | 'reap' | 'drain'
+  | 'replay' | 'settle' | 'admit-answered' | 'lead' | 'unlead' | 'usage' | 'upgrade';
 
 export interface RedisStoreOptions {
   /** The deployment's key prefix; every key carries it as a hash tag. */
@@ -85,16 +69,16 @@ export class RedisStore implements Store {
     options: RedisStoreOptions,
   ) {
     this.keys = redisKeys(options.prefix);
-    this.usageBuffer = new UsageBuffer((hour, amounts) => this.run(scripts.usage, [this.keys.usage(String(hour))], usageArgs(amounts)).then(() => undefined));
+    this.usageBuffer = new UsageBuffer((hour, amounts) => this.run('usage', [this.keys.usage(String(hour))], usageArgs(amounts)).then(() => undefined));
   }
 
   async admit(job: Job, limits: AdmitLimits, now: number, claim?: ClaimOptions): Promise<AdmitResult> {
     const k = this.keys;
     const { attempts: _attempts, ...data } = job;
-    const keys = [...k.fixed, k.idem(job.key), k.quota(job.deviceId)];
+    const keys = [k.idem(job.key), k.quota(job.deviceId)];
     if (job.cacheKey !== undefined) keys.push(k.cache(job.cacheKey));
     const args: LuaArg[] = [
-      k.records,
+      k.base,
       job.key,
       JSON.stringify(data),
       job.score,
@@ -112,7 +96,7 @@ export class RedisStore implements Store {
     } else {
       args.push('');
     }
-    const result = (await this.run(scripts.admit, keys, args)) as [string, ...unknown[]];
+    const result = (await this.run('admit', keys, args)) as [string, ...unknown[]];
     if (result[0] !== 'queued' || !claim) return toAdmitResult(result as [string, string?], 'admit');
     const [, claimed, expired, retryAt, leadKind, leadValue] = result as [string, string[], string[], string, string, string];
     return {
@@ -132,7 +116,7 @@ export class RedisStore implements Store {
     const k = this.keys;
     const [jobs, ...others] = k.legacy as [string, ...string[]];
     if ((await this.guard(this.redis.exists(jobs, ...others))) === 0) return 0;
-    const step = (jobKeys: string[]) => this.run(scripts.upgrade, [...k.fixed, ...k.legacy], [k.records, now, ...jobKeys]);
+    const step = (jobKeys: string[]) => this.run('upgrade', k.legacy, [k.base, now, ...jobKeys]);
     let moved = 0;
     let cursor = '0';
     do {
@@ -148,36 +132,36 @@ export class RedisStore implements Store {
   async claim(options: ClaimOptions, now: number): Promise<ClaimResult> {
     const k = this.keys;
     const [claimed, expired, retryAt] = (await this.run(
-      scripts.claim,
-      k.fixed,
-      [k.records, options.owner, options.max, options.leaseMs, options.rpm, options.tpm ?? '', now],
+      'claim',
+      [k.queue],
+      [k.base, options.owner, options.max, options.leaseMs, options.rpm, options.tpm ?? '', now],
     )) as [string[], string[], string];
     return toClaimResult(claimed, expired, retryAt, options.owner);
   }
 
   async takeRate(tokens: number, rpm: number, tpm: number | undefined, now: number): Promise<RateTake> {
     const k = this.keys;
-    const [ok, idOrAt] = (await this.run(scripts.takeRate, k.fixed, [k.records, tokens, rpm, tpm ?? '', now])) as [number, string];
+    const [ok, idOrAt] = (await this.run('take-rate', [k.queue], [k.base, tokens, rpm, tpm ?? '', now])) as [number, string];
     return ok === 1 ? { ok: true, callId: idOrAt } : { ok: false, retryAtMs: Number(idOrAt) };
   }
 
   async settleTokens(callId: string, tokens: number): Promise<void> {
-    await this.run(scripts.settle, this.keys.fixed, [this.keys.records, callId, Math.max(0, Math.round(tokens))]);
+    await this.run('settle', [this.keys.queue], [this.keys.base, callId, Math.max(0, Math.round(tokens))]);
   }
 
   async pauseUpstream(untilMs: number): Promise<void> {
-    await this.run(scripts.pause, this.keys.fixed, [this.keys.records, untilMs, Date.now()]);
+    await this.run('pause', [this.keys.queue], [this.keys.base, untilMs, Date.now()]);
   }
 
   async renew(owner: string, keys: string[], leaseMs: number, now: number): Promise<boolean[]> {
     if (keys.length === 0) return [];
-    const held = (await this.run(scripts.renew, this.keys.fixed, [this.keys.records, owner, leaseMs, now, ...keys])) as number[];
+    const held = (await this.run('renew', [this.keys.queue], [this.keys.base, owner, leaseMs, now, ...keys])) as number[];
     return held.map((h) => h === 1);
   }
 
   async recordReply(job: Job, reply: Reply, owner: string): Promise<RecordResult> {
     const k = this.keys;
-    const [kind, earlier] = (await this.run(scripts.record, [...k.fixed, k.idem(job.key)], [k.records, owner, JSON.stringify(reply)])) as [
+    const [kind, earlier] = (await this.run('record', [k.idem(job.key)], [k.base, owner, JSON.stringify(reply)])) as [
       string,
       string?,
     ];
@@ -192,9 +176,9 @@ export class RedisStore implements Store {
     const { cache, unlead, usage } = options;
     // The cache entry and the flight are one key: an answer to cache replaces the flight.
     const cacheKey = cache?.key ?? unlead;
-    const keys = [...k.fixed, k.idem(job.key), ...(cacheKey === undefined ? [] : [k.cache(cacheKey)])];
+    const keys = [k.idem(job.key), ...(cacheKey === undefined ? [] : [k.cache(cacheKey)])];
     const args: LuaArg[] = [
-      k.records,
+      k.base,
       job.key,
       JSON.stringify(reply),
       options.ttlS * 1000,
@@ -205,7 +189,7 @@ export class RedisStore implements Store {
       cache?.ttlMs ?? 0,
       unlead === undefined ? '0' : '1',
     ];
-    await this.completions.run(() => this.run(scripts.complete, keys, args));
+    await this.completions.run(() => this.run('complete', keys, args));
     if (usage) this.usageBuffer.add(usage, now);
   }
 
@@ -214,18 +198,18 @@ export class RedisStore implements Store {
     const byOwner = new Map<string, string[]>();
     for (const job of jobs) byOwner.set(job.owner, [...(byOwner.get(job.owner) ?? []), job.key]);
     for (const [owner, keys] of byOwner) {
-      await this.run(scripts.release, k.fixed, [k.records, owner, ...keys]);
+      await this.run('release', [k.queue], [k.base, owner, ...keys]);
     }
   }
 
   async reap(maxAttempts: number, now: number): Promise<Job[]> {
     const k = this.keys;
-    const exhausted = (await this.run(scripts.reap, k.fixed, [k.records, now, maxAttempts, REAP_BATCH])) as string[];
+    const exhausted = (await this.run('reap', [k.queue], [k.base, now, maxAttempts, REAP_BATCH])) as string[];
     return toJobs(exhausted);
   }
 
   async drain(): Promise<Job[]> {
-    return toJobs((await this.run(scripts.drain, this.keys.fixed, [this.keys.records])) as string[]);
+    return toJobs((await this.run('drain', [this.keys.queue], [this.keys.base])) as string[]);
   }
 
   async storedReply(key: string, now: number): Promise<Reply | undefined> {
@@ -255,13 +239,13 @@ export class RedisStore implements Store {
       .map((entry) => ({ entry, job: (JSON.parse(entry) as DeadLetter).job }))
       .filter(({ job }) => keys === 'all' || keys.includes(job.key));
     if (chosen.length === 0) return 0;
-    const args: LuaArg[] = [k.records];
+    const args: LuaArg[] = [k.base];
     for (const { entry, job } of chosen) {
       const { attempts: _attempts, ...data } = replayedJob(job, offsetsMs, now);
       args.push(entry, job.key, JSON.stringify(data), data.score, job.priority, lockId(job.request.lock), job.tokenEstimate);
     }
     const records = chosen.map(({ job }) => k.idem(job.key));
-    return (await this.run(scripts.replay, [...k.fixed, ...records], args)) as number;
+    return (await this.run('replay', records, args)) as number;
   }
 
   async purgeDeadLetters(): Promise<number> {
@@ -272,9 +256,9 @@ export class RedisStore implements Store {
   async admitAnswered(job: Job, reply: Reply, limits: AdmitLimits, ttlS: number, now: number): Promise<AdmitResult> {
     const k = this.keys;
     const result = (await this.run(
-      scripts.admitAnswered,
-      [...k.fixed, k.idem(job.key), k.quota(job.deviceId)],
-      [k.records, JSON.stringify(reply), limits.deviceRpm, now, ttlS * 1000],
+      'admit-answered',
+      [k.idem(job.key), k.quota(job.deviceId)],
+      [k.base, JSON.stringify(reply), limits.deviceRpm, now, ttlS * 1000],
     )) as [string, string?];
     return toAdmitResult(result, 'admit-answered');
   }
@@ -291,7 +275,7 @@ export class RedisStore implements Store {
     if (flights.length === 0) return [];
     const keys: string[] = [];
     for (const { cacheKey } of flights) keys.push(this.keys.cache(cacheKey), this.keys.flight(cacheKey));
-    const flat = (await this.run(scripts.lead, keys, [leaseMs, now, ...flights.map((f) => f.jobKey)])) as string[];
+    const flat = (await this.run('lead', keys, [leaseMs, now, ...flights.map((f) => f.jobKey)])) as string[];
     const leads: Lead[] = [];
     for (let i = 0; i < flat.length; i += 2) {
       leads.push(flat[i] === 'answer' ? { answer: JSON.parse(flat[i + 1] ?? 'null') as CachedAnswer } : { leader: flat[i + 1] ?? '' });
@@ -300,7 +284,7 @@ export class RedisStore implements Store {
   }
 
   async unlead(cacheKey: string, jobKey: string): Promise<void> {
-    await this.run(scripts.unlead, [this.keys.flight(cacheKey)], [jobKey]);
+    await this.run('unlead', [this.keys.flight(cacheKey)], [jobKey]);
   }
 
   async recordUsage(record: UsageRecord, now: number): Promise<void> {
@@ -327,8 +311,8 @@ export class RedisStore implements Store {
     await this.usageBuffer.flush().catch(() => undefined);
   }
 
-  private run(script: LuaScript, keys: string[], args: LuaArg[]): Promise<unknown> {
-    return this.guard(script.run(this.redis, keys, args));
+  private run(step: Step, keys: string[], args: LuaArg[]): Promise<unknown> {
+    return this.guard(library.call(this.redis, step, keys, args));
   }
 
   /** Redis out of reach is `unavailable` (never faked locally); a script error is a bug. */

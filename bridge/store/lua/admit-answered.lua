@@ -1,7 +1,7 @@
 --[[ admit-answered: a request answered from the cache. Idempotency record and device quota
 as in admit, then the reply is recorded as the answer; nothing is queued.
-KEYS[1..10] the fixed keys (includes/keys.lua)  KEYS[11] the job's record  KEYS[12] its device's quota
-ARGV[1] records' key base  ARGV[2] reply JSON  ARGV[3] device requests per minute  ARGV[4] now ms
+KEYS[1] the job's record  KEYS[2] its device's quota
+ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] reply JSON  ARGV[3] device requests per minute  ARGV[4] now ms
 ARGV[5] ttl ms
 Returns {'answered'} | {'duplicate_pending'} | {'duplicate_done', reply} | {'rate_limited', retryAfterMs}
 ]]
@@ -12,8 +12,8 @@ local rcall = redis.call
 --- @include "admission"
 
 local now, ttlMs = tonumber(ARGV[4]), tonumber(ARGV[5])
-local refused, quota = screen(KEYS[11], KEYS[12], tonumber(ARGV[3]), now)
+local refused, quota = screen(KEYS[1], KEYS[2], tonumber(ARGV[3]), now)
 if refused then return refused end
 closeWindow(quota)
-recordReply(KEYS[11], ARGV[2], now, ttlMs)
+recordReply(KEYS[1], ARGV[2], now, ttlMs)
 return {'answered'}

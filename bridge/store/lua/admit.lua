@@ -2,9 +2,9 @@
 the instance asks, a claim (claim.lua's, for this instance) and the admitted job's first
 coalescing step, so a request that finds the instance idle costs one round trip, not three.
 When nothing else waits, the admitted job is claimed without passing through the queue.
-KEYS[1..10] the fixed keys (includes/keys.lua)  KEYS[11] the job's record  KEYS[12] its device's quota
-With ARGV[12] = '1' (the job has a cache key): KEYS[13] cache:{cacheKey}, which also holds its flight
-ARGV[1] records' key base  ARGV[2] job key  ARGV[3] job JSON  ARGV[4] score
+KEYS[1] the job's record  KEYS[2] its device's quota
+With ARGV[12] = '1' (the job has a cache key): KEYS[3] cache:{cacheKey}, which also holds its flight
+ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] job key  ARGV[3] job JSON  ARGV[4] score
 ARGV[5] deadline ms or ''  ARGV[6] priority  ARGV[7] lockId or '-'  ARGV[8] token estimate
 ARGV[9] device requests per minute  ARGV[10] QUEUE_MAX  ARGV[11] now ms  ARGV[12] '1' when a cache key follows
 ARGV[13] claim owner, or '' for no claim; then ARGV[14] max jobs  ARGV[15] lease ms
@@ -28,10 +28,10 @@ local rcall = redis.call
 --- @include "claiming"
 
 local key, data, score, deadline = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local now, kRecord, kCache = tonumber(ARGV[11]), KEYS[11], ARGV[12] == '1' and KEYS[13]
+local now, kRecord, kCache = tonumber(ARGV[11]), KEYS[1], ARGV[12] == '1' and KEYS[3]
 local owner, leaseMs = ARGV[13], tonumber(ARGV[15])
 local rpm, tpm = tonumber(ARGV[16]), tonumber(ARGV[17])
-local refused, quota = screen(kRecord, KEYS[12], tonumber(ARGV[9]), now)
+local refused, quota = screen(kRecord, KEYS[2], tonumber(ARGV[9]), now)
 if refused then return refused end
 local waiting = 0
 for _, n in ipairs(rcall('HVALS', K.depth)) do waiting = waiting + tonumber(n) end

@@ -3,9 +3,8 @@ replaces the job record, so the job is forgotten in the same write), drop the ow
 and lock (not someone else's: a lease reaped and re-claimed belongs to the new holder, and
 the answer then waits beside that holder's record), take the job out of the queue if it went
 back there meanwhile, and keep it on the dead-letter list if asked.
-KEYS[1..10] the fixed keys (includes/keys.lua)  KEYS[11] the job's record
-KEYS[12] cache:{hash} when ARGV[8] or ARGV[10] asks for it
-ARGV[1] records' key base  ARGV[2] job key  ARGV[3] reply JSON  ARGV[4] ttl ms  ARGV[5] now ms
+KEYS[1] the job's record  KEYS[2] cache:{hash} when ARGV[8] or ARGV[10] asks for it
+ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] job key  ARGV[3] reply JSON  ARGV[4] ttl ms  ARGV[5] now ms
 ARGV[6] owner or ''  ARGV[7] dead-letter entry JSON, or '' to keep none
 ARGV[8] cache value ('' = none) with ARGV[9] its ttl ms
 ARGV[10] '1' = end this job's coalescing flight (the same key as the cache entry)
@@ -18,7 +17,7 @@ local rcall = redis.call
 --- @include "flight"
 
 local key, reply, ttlMs, now, owner = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-local kRecord = KEYS[11]
+local kRecord = KEYS[1]
 local v = readJob(kRecord, 'o', 'w')
 local held = v[1] ~= '' and v[1] or nil
 if held and unpackOwner(held) ~= owner then
@@ -36,8 +35,8 @@ else
 end
 if ARGV[7] ~= '' then rcall('RPUSH', K.dlq, ARGV[7]) end
 if ARGV[8] ~= '' then
-  rcall('SET', KEYS[12], ARGV[8], 'PX', ARGV[9])
+  rcall('SET', KEYS[2], ARGV[8], 'PX', ARGV[9])
 elseif ARGV[10] == '1' then
-  endFlight(KEYS[12], key)
+  endFlight(KEYS[2], key)
 end
 return 1

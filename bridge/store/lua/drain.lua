@@ -1,7 +1,7 @@
 --[[ drain: removes and returns every queued and parked job, and forgets their records (so a
 repeat after the shutdown is admitted afresh).
-KEYS[1..10] the fixed keys (includes/keys.lua)
-ARGV[1] records' key base
+KEYS[1] the queue (routes the call; includes/keys.lua)
+ARGV[1] the key prefix (includes/keys.lua)
 Returns flat {jobJSON, attempts}...
 ]]
 local rcall = redis.call

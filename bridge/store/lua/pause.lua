@@ -1,7 +1,7 @@
 --[[ pause: a 429 pauses dispatch to the upstream for every instance; never shortens a pause.
 The pause is a field of the budget's hash, which then lives at least as long as the pause.
-KEYS[1..10] the fixed keys (includes/keys.lua)
-ARGV[1] records' key base (unused)  ARGV[2] until ms  ARGV[3] now ms
+KEYS[1] the queue (routes the call; includes/keys.lua)
+ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] until ms  ARGV[3] now ms
 ]]
 local rcall = redis.call
 --- @include "keys"

@@ -2,8 +2,8 @@
 reach the limit, are returned for a final reply (the caller completes them). A job with a
 recorded reply (record.lua) always goes back to the queue: its next claim publishes that
 reply, where a final reply of our own would be a second, different one.
-KEYS[1..10] the fixed keys (includes/keys.lua)
-ARGV[1] records' key base  ARGV[2] now ms  ARGV[3] max attempts  ARGV[4] most leases handled in one call
+KEYS[1] the queue (routes the call; includes/keys.lua)
+ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] now ms  ARGV[3] max attempts  ARGV[4] most leases handled in one call
 Returns flat {jobJSON, attempts}... of the exhausted jobs.
 ]]
 local rcall = redis.call

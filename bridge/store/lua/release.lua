@@ -1,6 +1,6 @@
 --[[ release: hands jobs `owner` holds back to the queue (shutdown); attempts unchanged.
-KEYS[1..10] the fixed keys (includes/keys.lua)
-ARGV[1] records' key base  ARGV[2] owner  ARGV[3..] job keys
+KEYS[1] the queue (routes the call; includes/keys.lua)
+ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] owner  ARGV[3..] job keys
 ]]
 local rcall = redis.call
 --- @include "keys"

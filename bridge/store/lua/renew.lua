@@ -1,6 +1,6 @@
 --[[ renew: extends the leases `owner` still holds (a lock lives as long as its holder's lease).
-KEYS[1..10] the fixed keys (includes/keys.lua)
-ARGV[1] records' key base  ARGV[2] owner  ARGV[3] lease ms  ARGV[4] now ms  ARGV[5..] job keys
+KEYS[1] the queue (routes the call; includes/keys.lua)
+ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] owner  ARGV[3] lease ms  ARGV[4] now ms  ARGV[5..] job keys
 Returns one 1 (renewed) or 0 (lost) per job key.
 ]]
 local rcall = redis.call

@@ -1,6 +1,6 @@
 --[[ replay: dead letters back into the queue as new arrivals (fresh attempts, no ttl).
-KEYS[1..10] the fixed keys (includes/keys.lua)  KEYS[10 + i] the record of entry i, in ARGV order
-ARGV[1] records' key base; then per entry, 7 values:
+KEYS[i] the record of entry i, in ARGV order
+ARGV[1] the key prefix (includes/keys.lua); then per entry, 7 values:
   raw dead-letter entry, job key, job JSON, score, priority, lockId or '-', token estimate
 Returns how many entries were replayed (an entry already gone from the list is skipped).
 ]]
@@ -15,8 +15,8 @@ for i = 0, (#ARGV - 1) / 7 - 1 do
   local a = 2 + i * 7
   if rcall('LREM', K.dlq, 1, ARGV[a]) > 0 then
     local key = ARGV[a + 1]
-    rcall('DEL', KEYS[11 + i])
-    writeJob(KEYS[11 + i], 'j', ARGV[a + 2], 't', '')
+    rcall('DEL', KEYS[1 + i])
+    writeJob(KEYS[1 + i], 'j', ARGV[a + 2], 't', '')
     local seq = rcall('INCR', K.seq)
     local member = string.format('%016d', seq) .. '|' .. ARGV[a + 4] .. '|' .. ARGV[a + 5] .. '|' .. ARGV[a + 6] .. '|' .. key
     enqueue(ARGV[a + 3], '', member)

@@ -1,7 +1,7 @@
 --[[ settle: replaces a call's token estimate with the tokens the upstream reported, while
 its bucket is still in the rolling window (includes/window.lua).
-KEYS[1..10] the fixed keys (includes/keys.lua)
-ARGV[1] records' key base (unused)  ARGV[2] call id (bucket:estimate)  ARGV[3] reported tokens
+KEYS[1] the queue (routes the call; includes/keys.lua)
+ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] call id (bucket:estimate)  ARGV[3] reported tokens
 ]]
 local rcall = redis.call
 --- @include "keys"

@@ -1,6 +1,6 @@
 --[[ take-rate: one more upstream call's budget (a retry), unless the upstream is paused.
-KEYS[1..10] the fixed keys (includes/keys.lua)
-ARGV[1] records' key base (unused)  ARGV[2] tokens  ARGV[3] rpm  ARGV[4] tpm or ''  ARGV[5] now ms
+KEYS[1] the queue (routes the call; includes/keys.lua)
+ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] tokens  ARGV[3] rpm  ARGV[4] tpm or ''  ARGV[5] now ms
 Returns {1, callId} when taken, {0, retryAt} when not.
 ]]
 local rcall = redis.call

@@ -2,9 +2,9 @@
 a time into their job records (includes/records.lua); once none is left, the old hashes go
 and the upstream's budget (calls, their tokens, the pause) moves into its window hash, so
 RATE_LIMIT_RPM/TPM still hold across the upgrade. Each step is atomic and can run twice.
-KEYS[1..10] the fixed keys (includes/keys.lua)  KEYS[11] jobs  KEYS[12] attempts  KEYS[13] place
-KEYS[14] owners  KEYS[15] recorded  KEYS[16] calls  KEYS[17] calltokens  KEYS[18] pause
-ARGV[1] records' key base  ARGV[2] now ms  ARGV[3..] job keys
+KEYS[1] jobs  KEYS[2] attempts  KEYS[3] place  KEYS[4] owners  KEYS[5] recorded  KEYS[6] calls
+KEYS[7] calltokens  KEYS[8] pause
+ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] now ms  ARGV[3..] job keys
 Returns how many jobs were moved.
 ]]
 local rcall = redis.call
@@ -15,31 +15,31 @@ local rcall = redis.call
 local moved = 0
 for i = 3, #ARGV do
   local key = ARGV[i]
-  local data = rcall('HGET', KEYS[11], key)
+  local data = rcall('HGET', KEYS[1], key)
   if data then
-    local owner = rcall('HGET', KEYS[14], key) or ''
+    local owner = rcall('HGET', KEYS[4], key) or ''
     local deadline = rcall('ZSCORE', K.deadlines, key)
     if not deadline and owner ~= '' then
       local _, _, _, d = unpackOwner(owner)
       deadline = d
     end
-    local fields = {'j', data, 'a', rcall('HGET', KEYS[12], key) or '0', 'o', owner,
-      'w', rcall('HGET', KEYS[13], key) or '', 't', deadline or ''}
-    local recorded = rcall('HGET', KEYS[15], key)
+    local fields = {'j', data, 'a', rcall('HGET', KEYS[2], key) or '0', 'o', owner,
+      'w', rcall('HGET', KEYS[3], key) or '', 't', deadline or ''}
+    local recorded = rcall('HGET', KEYS[5], key)
     if recorded then
       fields[#fields + 1] = 'r'
       fields[#fields + 1] = recorded
     end
     rcall('DEL', rec(key)) -- its pending record, 'p' or a 0.6.0 hash
     writeJob(rec(key), unpack(fields))
-    for k = 11, 15 do rcall('HDEL', KEYS[k], key) end
+    for k = 1, 5 do rcall('HDEL', KEYS[k], key) end
     moved = moved + 1
   end
 end
-if #ARGV > 2 or rcall('HLEN', KEYS[11]) > 0 then return moved end
+if #ARGV > 2 or rcall('HLEN', KEYS[1]) > 0 then return moved end
 
-rcall('DEL', KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15])
-local calls = rcall('ZRANGE', KEYS[16], 0, -1, 'WITHSCORES')
+rcall('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+local calls = rcall('ZRANGE', KEYS[6], 0, -1, 'WITHSCORES')
 local now, buckets, fields = tonumber(ARGV[2]), {}, {}
 local count, weight, oldest = 0, 0, nil
 for i = 1, #calls, 2 do
@@ -57,8 +57,8 @@ if count > 0 then
   rcall('HINCRBY', K.budget, 'w', weight)
   rcall('HSET', K.budget, 'o', oldest, unpack(fields))
 end
-local pause = tonumber(rcall('GET', KEYS[18]) or '0')
+local pause = tonumber(rcall('GET', KEYS[8]) or '0')
 if pause > tonumber(rcall('HGET', K.budget, 'pause') or '0') then rcall('HSET', K.budget, 'pause', pause) end
 if count > 0 or pause > now then rcall('PEXPIRE', K.budget, math.max(pause - now, 0) + 120000) end
-rcall('DEL', KEYS[16], KEYS[17], KEYS[18])
+rcall('DEL', KEYS[6], KEYS[7], KEYS[8])
 return moved

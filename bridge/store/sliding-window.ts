@@ -1,7 +1,8 @@
 /**
- * Events are counted in buckets of this size: one counts until its whole bucket has left the
- * window, so a slot frees at most one bucket late. The Redis store keeps one field per bucket
- * (lua/includes/window.lua); the memory store rounds the same way, so both answer alike.
+ * Events are counted in buckets of this size, bucket n holding the times in ((n-1)·B, n·B]:
+ * one counts until its whole bucket has left the window, so a slot frees at most one bucket
+ * late. The Redis store keeps one field per bucket (lua/includes/window.lua); the memory store
+ * rounds the same way, so both answer alike.
  */
 export const BUCKET_MS = 2000;
 
@@ -18,12 +19,15 @@ export class SlidingWindow {
   private head = 0;
   private total = 0;
 
-  constructor(private readonly windowMs: number) {}
+  constructor(
+    private readonly windowMs: number,
+    private readonly bucketMs = BUCKET_MS,
+  ) {}
 
   /** Records an event; returns its id. */
   add(now: number, weight: number): number {
     const id = this.nextId++;
-    this.times.push((Math.floor(now / BUCKET_MS) + 1) * BUCKET_MS);
+    this.times.push(Math.ceil(now / this.bucketMs) * this.bucketMs);
     this.weights.push(weight);
     this.ids.push(id);
     this.total += weight;

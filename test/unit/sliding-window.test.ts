@@ -45,8 +45,20 @@ class Reference {
 }
 
 describe('SlidingWindow', () => {
-  it('keeps an event at t in the window until t + windowMs, when it leaves', () => {
+  it('counts an event until the end of its bucket plus the window (2 s buckets by default)', () => {
     const w = new SlidingWindow(W);
+    w.add(T, 1); // T is a bucket's end: it leaves exactly a window later
+    w.add(T + 1, 1); // the next bucket, (T, T + 2000]
+    w.add(T + 2000, 1);
+    expect(w.count(T + W - 1)).toBe(3);
+    expect(w.count(T + W)).toBe(2);
+    expect(w.freeAt(2, T + W)).toBe(T + 2000 + W);
+    expect(w.count(T + 2000 + W - 1)).toBe(2);
+    expect(w.count(T + 2000 + W)).toBe(0);
+  });
+
+  it('keeps an event at t in the window until t + windowMs, when it leaves', () => {
+    const w = new SlidingWindow(W, 1);
     w.add(T, 5);
     expect(w.count(T)).toBe(1);
     expect(w.count(T + W - 1)).toBe(1);
@@ -56,7 +68,7 @@ describe('SlidingWindow', () => {
   });
 
   it('evicts count and weight event by event at each edge', () => {
-    const w = new SlidingWindow(W);
+    const w = new SlidingWindow(W, 1);
     w.add(T, 5);
     w.add(T + 10, 7);
     w.add(T + 10, 1);
@@ -70,7 +82,7 @@ describe('SlidingWindow', () => {
   });
 
   it('freeAt: now while under the limit, else when enough of the oldest events have left', () => {
-    const w = new SlidingWindow(W);
+    const w = new SlidingWindow(W, 1);
     w.add(T, 1);
     w.add(T + 100, 1);
     w.add(T + 200, 1);
@@ -84,7 +96,7 @@ describe('SlidingWindow', () => {
   });
 
   it('weightFreeAt: the earliest time the weight is at most maxWeight', () => {
-    const w = new SlidingWindow(W);
+    const w = new SlidingWindow(W, 1);
     w.add(T, 5);
     w.add(T + 10, 7);
     w.add(T + 20, 3);
@@ -97,11 +109,11 @@ describe('SlidingWindow', () => {
     expect(w.weightFreeAt(2, now)).toBe(T + 20 + W); // all must leave
     expect(w.weightFreeAt(0, now)).toBe(T + 20 + W);
     expect(w.weightFreeAt(-100, now)).toBe(T + 20 + W); // never enough: when the window is empty
-    expect(new SlidingWindow(W).weightFreeAt(0, now)).toBe(now);
+    expect(new SlidingWindow(W, 1).weightFreeAt(0, now)).toBe(now);
   });
 
   it('weightFreeAt counts events sharing a timestamp as leaving together', () => {
-    const w = new SlidingWindow(W);
+    const w = new SlidingWindow(W, 1);
     w.add(T, 5);
     w.add(T, 5);
     w.add(T + 1, 5);
@@ -111,7 +123,7 @@ describe('SlidingWindow', () => {
   });
 
   it('keeps every answer right across compaction after many events', () => {
-    const w = new SlidingWindow(1000);
+    const w = new SlidingWindow(1000, 1);
     const ref = new Reference(1000);
     let now = T;
     let seed = 42;
@@ -151,7 +163,7 @@ describe('SlidingWindow', () => {
   });
 
   it('compacts its storage instead of growing without bound', () => {
-    const w = new SlidingWindow(10);
+    const w = new SlidingWindow(10, 1);
     for (let t = 0; t < 100_000; t += 1) {
       w.add(t, 1);
       expect(w.count(t)).toBe(Math.min(t + 1, 10));

@@ -122,14 +122,15 @@ export function deviceQuotaContract({ open }: ContractContext): void {
         await store.admit(job, quota, job.arrivalMs);
       }
       const next = (id: string, at: number): Job => makeJob({ deviceId: 'cam-1', id, priority: 'normal', arrivalMs: at });
+      // t ends its bucket, so it leaves exactly a minute later, alone.
       const later = leaves(t);
       expect((await store.admit(next('r-3', later - 1), quota, later - 1)).kind).toBe('rate_limited');
-      // t and t+1000 share a bucket: both leave at once.
       expect(await store.admit(next('r-3', later), quota, later)).toEqual({ kind: 'queued' });
-      expect(await store.admit(next('r-4', later + 1), quota, later + 1)).toEqual({ kind: 'queued' });
-      // Full again (t+2000 and the two just now): the next slot is t+2000's.
-      expect(await store.admit(next('r-5', later + 2), quota, later + 2)).toEqual({ kind: 'rate_limited', retryAfterMs: leaves(t + 2000) - later - 2 });
-      expect(await store.admit(next('r-5', leaves(t + 2000)), quota, leaves(t + 2000))).toEqual({ kind: 'queued' });
+      expect(await store.admit(next('r-4', later + 1), quota, later + 1)).toEqual({ kind: 'rate_limited', retryAfterMs: leaves(t + 1000) - later - 1 });
+      // t+1000 and t+2000 share a bucket: both leave at once.
+      const both = leaves(t + 1000);
+      expect(await store.admit(next('r-4', both), quota, both)).toEqual({ kind: 'queued' });
+      expect(await store.admit(next('r-5', both + 1), quota, both + 1)).toEqual({ kind: 'queued' });
     });
 
     it('creates no idempotency record and uses no quota for a rate_limited or queue_full admission', async () => {

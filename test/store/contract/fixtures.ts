@@ -10,7 +10,7 @@ import { BUCKET_MS } from '../../../bridge/store/sliding-window.js';
 export const MINUTE = 60_000;
 
 /** When a call or admission made at `at` leaves its rolling minute: the end of its bucket, plus a minute. */
-export const leaves = (at: number): number => (Math.floor(at / BUCKET_MS) + 1) * BUCKET_MS + MINUTE;
+export const leaves = (at: number): number => Math.ceil(at / BUCKET_MS) * BUCKET_MS + MINUTE;
 export const LIMITS: AdmitLimits = { deviceRpm: 1000, queueMax: 1000 };
 export const DONE = { ttlS: 3600, deadLetter: false };
 export const LEASE = 30_000;

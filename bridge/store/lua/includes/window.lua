@@ -1,5 +1,5 @@
--- A rolling-window counter in one hash: calls per bucket of BUCKET_MS ('c'..n, and tokens
--- 't'..n when they are counted), with the totals of the buckets still in the window ('n'
+-- A rolling-window counter in one hash: calls per bucket of BUCKET_MS ('c'..n for the times in
+-- ((n-1)·BUCKET_MS, n·BUCKET_MS], and tokens 't'..n when they are counted), with the totals of the buckets still in the window ('n'
 -- calls, 'w' tokens) and the oldest of them ('o'), so a check reads three fields. A bucket
 -- counts until all of it has left the window: "at most N in any rolling window" holds
 -- exactly, and a slot frees at most one bucket late. A window is opened once per script,
@@ -27,10 +27,10 @@ end
 
 -- `extra`: one more field of the same hash to read along (the upstream pause), or nil.
 local function openWindow(key, now, windowMs, withTokens, extra)
-  local last = math.floor(now / BUCKET_MS)
+  local last = math.ceil(now / BUCKET_MS)
   local v = rcall('HMGET', key, 'n', 'w', 'o', extra or 'n')
   local w = {
-    key = key, first = math.floor((now - windowMs) / BUCKET_MS), last = last, windowMs = windowMs,
+    key = key, first = math.floor((now - windowMs) / BUCKET_MS) + 1, last = last, windowMs = windowMs,
     withTokens = withTokens, count = tonumber(v[1] or '0'), weight = tonumber(v[2] or '0'),
     oldest = tonumber(v[3] or last), taken = {}, sum = 0, extra = extra and v[4], moved = false,
   }
@@ -88,7 +88,7 @@ local function windowFreeAt(w, tokens, limit, tokenLimit, now)
   local v = rcall('HMGET', w.key, unpack(fields))
   for i = 0, w.last - w.first do
     count, weight = count - tonumber(v[2 * i + 1] or '0'), weight - tonumber(v[2 * i + 2] or '0')
-    if fits() then return (w.first + i + 1) * BUCKET_MS + w.windowMs end
+    if fits() then return (w.first + i) * BUCKET_MS + w.windowMs end
   end
-  return (w.last + 1) * BUCKET_MS + w.windowMs
+  return w.last * BUCKET_MS + w.windowMs
 end

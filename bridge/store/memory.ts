@@ -3,6 +3,7 @@
 import { PRIORITIES, type Priority, type Reply } from '../../contract/index.js';
 import { SlidingWindow } from './sliding-window.js';
 import { MemoryAnswers } from './memory-answers.js';
+import { DeadlineIndex, takeDue } from './memory-deadlines.js';
 import type {
   CachedAnswer,
   CompleteOptions,
@@ -71,6 +72,7 @@ export class MemoryStore implements Store {
   private readonly dlq: DeadLetter[] = [];
   private pausedUntil = 0;
   private readonly answers = new MemoryAnswers();
+  private readonly deadlines = new DeadlineIndex();
   private admissions = 0;
 
   async admit(job: Job, limits: AdmitLimits, now: number, claim?: ClaimOptions): Promise<AdmitResult> {
@@ -104,7 +106,11 @@ export class MemoryStore implements Store {
 
   private claimNow(options: ClaimOptions, now: number): ClaimResult {
     const jobs: ClaimedJob[] = [];
-    const expired: ExpiredJob[] = [];
+    // Every waiting job whose deadline passed goes, wherever it waits and even while paused.
+    const expired = this.deadlines
+      .due(now, 1000)
+      .flatMap((key) => takeDue(this.queue, this.parked, key, now) ?? [])
+      .map(({ job }) => this.asExpired(job));
     let retryAtMs: number | undefined;
     if (this.pausedUntil > now) return { jobs, expired, retryAtMs: this.pausedUntil };
 
@@ -114,8 +120,7 @@ export class MemoryStore implements Store {
       const { job } = next;
       if (job.deadlineMs !== undefined && job.deadlineMs <= now) {
         this.queue.pop();
-        const recordedReply = this.recorded(job.key);
-        expired.push(recordedReply ? { ...job, recordedReply } : job);
+        expired.push(this.asExpired(job));
         continue;
       }
       const lock = job.request.lock;
@@ -300,6 +305,11 @@ export class MemoryStore implements Store {
     return record?.state === 'pending' ? record.recorded : undefined;
   }
 
+  private asExpired(job: Job): ExpiredJob {
+    const recordedReply = this.recorded(job.key);
+    return recordedReply ? { ...job, recordedReply } : job;
+  }
+
   private queuedCount(): number {
     let n = this.queue.length;
     for (const list of this.parked.values()) n += list.length;
@@ -307,6 +317,7 @@ export class MemoryStore implements Store {
   }
 
   private enqueue(item: Queued): void {
+    if (item.job.deadlineMs !== undefined) this.deadlines.add(item.job.key, item.job.deadlineMs);
     // Binary search for the insertion point in a list sorted with the next job last.
     let lo = 0;
     let hi = this.queue.length;

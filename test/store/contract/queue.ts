@@ -142,6 +142,25 @@ export function expiryContract({ open }: ContractContext): void {
       expect(await store.admit(dead, LIMITS, t + 1002)).toEqual({ kind: 'duplicate_pending' });
     });
 
+    it('takes out every waiting job whose deadline passed, behind others or a lock, in a claim of none while paused', async () => {
+      const store = await open();
+      const t = baseTime();
+      const holder = makeJob({ deviceId: 'd1', id: 'holder', priority: 'critical', arrivalMs: t, lock: 'line' });
+      await admitAll(store, [holder]);
+      expect(ids((await store.claim(claimOpts({ max: 1 }), t + 1)).jobs)).toEqual(['holder']);
+      const parked = makeJob({ deviceId: 'd2', id: 'parked', priority: 'critical', arrivalMs: t + 2, lock: 'line', deadlineMs: t + 500 });
+      const head = makeJob({ deviceId: 'd3', id: 'head', priority: 'high', arrivalMs: t + 3 });
+      const front = makeJob({ deviceId: 'd4', id: 'front', priority: 'normal', arrivalMs: t + 4 });
+      const behind = makeJob({ deviceId: 'd5', id: 'behind', priority: 'low', arrivalMs: t + 5, deadlineMs: t + 500 });
+      await admitAll(store, [parked, head, front, behind]);
+      expect(ids((await store.claim(claimOpts({ max: 1 }), t + 10)).jobs)).toEqual(['head']); // parked behind the lock
+      await store.pauseUpstream(t + 10_000);
+      const swept = await store.claim(claimOpts({ max: 0 }), t + 500);
+      expect(ids(swept.expired).sort()).toEqual(['behind', 'parked']);
+      expect(swept.jobs).toEqual([]);
+      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 1, low: 0 });
+    });
+
     it('stores the reply of a completed expired job for its duplicates', async () => {
       const store = await open();
       const t = baseTime();

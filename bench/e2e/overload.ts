@@ -42,6 +42,10 @@ export async function overload(s: Session, rate: number): Promise<OverloadResult
     ...(shed ? { shed } : {}),
   };
   logOverload(s, result);
+  if (!result.survived) {
+    const why = probe ? `sent ${probe.sent} ok ${probe.ok} errors ${JSON.stringify(probe.errors)} lost ${probe.lost}` : 'the process is gone';
+    log(`${sut.label}: the probe after the overload step failed: ${why}`);
+  }
   return result;
 }
 

@@ -59,10 +59,11 @@ function byPriority(summary: StepSummary): OverloadResult['byPriority'] {
 
 function logOverload(s: Session, o: OverloadResult): void {
   const shedText = o.shed ? ` shed ${JSON.stringify(o.shed)}` : '';
-  const late = PRIORITIES.filter((p) => o.byPriority[p].late > 0).map((p) => `${p} ${o.byPriority[p].late}`);
+  const lateBy = PRIORITIES.filter((p) => o.byPriority[p].late > 0).map((p) => `${p} ${o.byPriority[p].late}`);
+  const late = o.ttlMs === undefined ? '' : ` late ${o.late}${lateBy.length > 0 ? ` (${lateBy.join(', ')})` : ''}`;
   log(
     `${s.sut.label} overload @ ${o.rate} (${overloadSettings(o)}): sent ${o.sent} ok ${o.ok} errors ${JSON.stringify(o.errors)}${shedText}` +
-      ` lost ${o.lost} expired ${o.expired} late ${o.late}${late.length > 0 ? ` (${late.join(', ')})` : ''}` +
+      ` lost ${o.lost} expired ${o.expired}${late}` +
       ` p50 ${o.latencyMs.p50} p99 ${o.latencyMs.p99} ms rss ${o.rssStartMb} → ${o.rssEndMb} MB survived ${o.survived}`,
   );
 }

@@ -3,7 +3,7 @@
 // AUTH_FILE credentials, an mTLS certificate, or (when allowed) its client id alone.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Socket } from 'node:net';
-import { Aedes, type AedesOptions } from 'aedes';
+import { Aedes, type AedesOptions, type PublishPacket } from 'aedes';
 import type { Publish, RequestHandler } from '../contract/index.js';
 import type { Logger } from 'pino';
 import { accessHooks } from './access-hooks.js';
@@ -150,9 +150,9 @@ function publisherOf(aedes: Aedes): Publish {
   return (topic, payload, options) =>
     new Promise((resolve, reject) => {
       const { qos, retain, properties } = options;
-      aedes.publish({ cmd: 'publish', topic, payload, qos, retain, dup: false, ...(properties ? { properties } : {}) }, (err) =>
-        err ? reject(err) : resolve(),
-      );
+      const packet: PublishPacket = { cmd: 'publish', topic, payload, qos, retain, dup: false };
+      if (properties) packet.properties = properties;
+      aedes.publish(packet, (err) => (err ? reject(err) : resolve()));
     });
 }
 

@@ -30,9 +30,10 @@ export class Coalescer {
 
   /**
    * The first coalescing step of every claimed job that may share its call, as one store
-   * call for the whole claim rather than one per job. Undefined for a job that never shares.
+   * call for the whole claim rather than one per job (the known one as it is). Undefined for
+   * a job that never shares.
    */
-  leadAll(jobs: ClaimedJob[], now: number, known?: KnownLead): (Promise<Lead> | undefined)[] {
+  leadAll(jobs: ClaimedJob[], now: number, known?: KnownLead): (Lead | Promise<Lead> | undefined)[] {
     const flights: FlightClaim[] = [];
     for (const job of jobs) {
       if (shares(job) && job.key !== known?.key) flights.push({ cacheKey: job.cacheKey as string, jobKey: job.key });
@@ -41,7 +42,7 @@ export class Coalescer {
     let index = 0;
     return jobs.map((job) => {
       if (!shares(job)) return undefined;
-      if (known && job.key === known.key) return Promise.resolve(known.lead);
+      if (known && job.key === known.key) return known.lead;
       const mine = index++;
       return batch?.then((leads) => nth(leads, mine));
     });
@@ -51,7 +52,7 @@ export class Coalescer {
    * The first of identical requests calls the upstream (undefined: this job leads); the
    * others wait for its answer in the cache (holding their leases) and lead in turn if it fails.
    */
-  async followOrLead(follower: Follower, cacheKey: string, firstLead: Promise<Lead>): Promise<CachedAnswer | undefined> {
+  async followOrLead(follower: Follower, cacheKey: string, firstLead: Lead | Promise<Lead>): Promise<CachedAnswer | undefined> {
     const { job } = follower;
     let lead = await firstLead;
     for (;;) {

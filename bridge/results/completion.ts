@@ -116,7 +116,11 @@ export class Completion {
       await this.unlead(job, bookkeeping);
       return;
     }
-    const options: CompleteOptions = { ttlS: this.config.idempotencyTtlS, deadLetter: deadLettered(reply), ...bookkeeping };
+    const options: CompleteOptions = { ttlS: this.config.idempotencyTtlS, deadLetter: deadLettered(reply) };
+    // Field by field rather than a spread (V8's slow path), for every completion.
+    if (bookkeeping.cache !== undefined) options.cache = bookkeeping.cache;
+    if (bookkeeping.unlead !== undefined) options.unlead = bookkeeping.unlead;
+    if (bookkeeping.usage !== undefined) options.usage = bookkeeping.usage;
     await this.retrying('the completion', log, signal, () => this.store.complete(job, reply, options, this.clock()));
   }
 

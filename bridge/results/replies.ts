@@ -23,19 +23,21 @@ export interface ReplyFacts {
 }
 
 export function okReply(job: Job, answer: CachedAnswer, facts: ReplyFacts): OkReply {
-  return {
-    id: job.id,
-    ok: true,
-    ...answerFields(answer),
-    cached: facts.cached,
-    attempts: facts.attempts,
-    priority: job.priority,
-    timing: {
-      queued_ms: Math.max(0, facts.claimedAt - job.arrivalMs),
-      upstream_ms: Math.round(facts.upstreamMs),
-      total_ms: Math.max(0, facts.now - job.arrivalMs),
-    },
+  // Field by field, in the order devices have always seen, rather than spreading answerFields
+  // (a copy, and V8's slow path for objects of varying shape).
+  const reply = { id: job.id, ok: true, model: answer.model, content: answer.content, finish_reason: answer.finish_reason } as OkReply;
+  if (answer.embedding) reply.embedding = answer.embedding;
+  if (answer.embeddings) reply.embeddings = answer.embeddings;
+  if (answer.usage) reply.usage = answer.usage;
+  reply.cached = facts.cached;
+  reply.attempts = facts.attempts;
+  reply.priority = job.priority;
+  reply.timing = {
+    queued_ms: Math.max(0, facts.claimedAt - job.arrivalMs),
+    upstream_ms: Math.round(facts.upstreamMs),
+    total_ms: Math.max(0, facts.now - job.arrivalMs),
   };
+  return reply;
 }
 
 /** The error reply of a request: its contract code and message, and retry_after_ms when known. */

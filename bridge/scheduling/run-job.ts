@@ -17,6 +17,7 @@ export interface Running extends HeldLease {
   job: ClaimedJob;
   /** The rate-window entry of the latest upstream call, settled with the reported usage. */
   callId: string;
+  /** Shared by the jobs started since the last stop(), which aborts them all (Scheduler). */
   abort: AbortController;
   done: Promise<void>;
 }
@@ -50,7 +51,7 @@ export class JobRunner {
   }
 
   /** Runs a claimed job to its one reply, or leaves it to whoever holds its lease now. */
-  async execute(entry: Running, claimedAt: number, firstLead: Promise<Lead> | undefined): Promise<void> {
+  async execute(entry: Running, claimedAt: number, firstLead: Lead | Promise<Lead> | undefined): Promise<void> {
     const { job, abort } = entry;
     const log = lazyChild(this.deps.logger, { reqId: job.id, deviceId: job.deviceId });
     if (job.recordedReply !== undefined) {
@@ -64,7 +65,9 @@ export class JobRunner {
     let reply: Reply | undefined;
     try {
       if (job.cacheKey !== undefined && firstLead) {
-        if (await this.answeredShared(entry, job.cacheKey, firstLead, claimedAt, log)) return;
+        // Known to lead already (its admission claimed it): nothing to wait for.
+        const leads = !(firstLead instanceof Promise) && 'leader' in firstLead && firstLead.leader === job.key;
+        if (!leads && (await this.answeredShared(entry, job.cacheKey, firstLead, claimedAt, log))) return;
         outcome.leading = true;
       }
       reply = await this.callUpstream(entry, claimedAt, log, outcome);
@@ -79,7 +82,13 @@ export class JobRunner {
   }
 
   /** Follows an identical request in flight; true when its answer became this job's reply. */
-  private async answeredShared(entry: Running, cacheKey: string, firstLead: Promise<Lead>, claimedAt: number, log: LazyLog): Promise<boolean> {
+  private async answeredShared(
+    entry: Running,
+    cacheKey: string,
+    firstLead: Lead | Promise<Lead>,
+    claimedAt: number,
+    log: LazyLog,
+  ): Promise<boolean> {
     const { job, abort } = entry;
     const shared = await this.deps.coalescer.followOrLead(entry, cacheKey, firstLead);
     if (!shared) return false;
@@ -117,7 +126,7 @@ export class JobRunner {
       priority: job.priority,
       requestedModel: job.request.model,
       body: buildUpstreamBody(job.request, isEmbeddingRequest(job.request) ? config.embeddingModel : config.upstreamModel),
-      headers: lock === undefined ? {} : { 'X-Lock-Key': lock, 'X-Lock-Fence': String(job.fence) },
+      headers: lock === undefined ? undefined : { 'X-Lock-Key': lock, 'X-Lock-Fence': String(job.fence) },
       deadline: job.deadlineMs,
       maxAttempts: Math.max(1, config.maxAttempts - job.attempts),
       beforeAttempt: (attempt) => this.beforeAttempt(entry, attempt),

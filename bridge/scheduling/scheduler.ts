@@ -267,7 +267,7 @@ export class Scheduler implements Dispatch {
     for (const job of claimed.expired) this.expire(job);
   }
 
-  private run(job: ClaimedJob, claimedAt: number, firstLead: Promise<Lead> | undefined): void {
+  private run(job: ClaimedJob, claimedAt: number, firstLead: Lead | Promise<Lead> | undefined): void {
     this.deadlines.settle(job.key);
     const locked = job.request.lock !== undefined;
     const startedAt = performance.now();

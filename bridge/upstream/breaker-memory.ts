@@ -25,6 +25,9 @@ interface MemoryCircuit {
 }
 
 const NO_CHANGE = { from: undefined, reason: undefined };
+/** The common answers, shared rather than built per call (the Breaker only reads them). */
+const CLOSED_ACQUIRED: Acquired = Object.freeze({ allowed: true, state: 'closed', probe: undefined, from: undefined });
+const STAYS_CLOSED: Recorded = Object.freeze({ state: 'closed', openUntil: undefined, ...NO_CHANGE });
 
 /** One instance's breakers. Mirrors breaker.lua step for step. */
 export class MemoryBreakerStore implements BreakerStore {
@@ -33,7 +36,7 @@ export class MemoryBreakerStore implements BreakerStore {
 
   async acquire(name: string, config: BreakerConfig, now: number): Promise<Acquired> {
     const c = this.circuit(name);
-    if (c.st === 'c') return { allowed: true, state: 'closed', probe: undefined, from: undefined };
+    if (c.st === 'c') return CLOSED_ACQUIRED;
     if (c.st === 'o' && now < c.until) return { allowed: false, state: 'open', retryAt: c.until };
     if (c.st === 'h' && now < c.probeUntil) return { allowed: false, state: 'half-open', retryAt: c.probeUntil };
     const from = c.st === 'o' ? 'open' : undefined;
@@ -95,9 +98,9 @@ export class MemoryBreakerStore implements BreakerStore {
     // The batched successes first: each resets the run of failures.
     if (successes > 0) c.fails = 0;
     c.fails = ok ? 0 : c.fails + 1;
-    const { calls, failed } = countWindow(c.window, config.windowMs, now, 1 + successes, ok ? 0 : 1);
-    const reason = ok ? undefined : tripReason(config, c.fails, calls, failed);
-    if (reason === undefined) return { state: 'closed', openUntil: undefined, ...NO_CHANGE };
+    const window = countWindow(c.window, config.windowMs, now, 1 + successes, ok ? 0 : 1);
+    const reason = ok ? undefined : tripReason(config, c.fails, window.calls, window.failed);
+    if (reason === undefined) return STAYS_CLOSED;
     Object.assign(c, { st: 'o', until: now + config.cooldownMs, fails: 0 });
     c.window.clear();
     return { state: 'open', from: 'closed', reason, openUntil: c.until };
@@ -118,13 +121,18 @@ function countWindow(
   bucket[0] += calls;
   bucket[1] += failed;
   window.set(current, bucket);
-  const total = { calls: 0, failed: 0 };
-  for (const [index, [n, f]] of window) {
+  const total = WINDOW_TOTAL;
+  total.calls = 0;
+  total.failed = 0;
+  for (const [index, counts] of window) {
     if (index <= current - BUCKETS) window.delete(index);
     else {
-      total.calls += n;
-      total.failed += f;
+      total.calls += counts[0];
+      total.failed += counts[1];
     }
   }
   return total;
 }
+
+/** countWindow's answer, reused: read at once by its caller, never kept. */
+const WINDOW_TOTAL = { calls: 0, failed: 0 };

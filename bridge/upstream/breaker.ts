@@ -29,6 +29,10 @@ export interface Permit {
 
 export type Admission = { ok: true; permit: Permit } | { ok: false; state: 'open' | 'half-open'; retryAt: number };
 
+/** The permit of a call that holds no probe, and its admission: shared objects, never written. */
+export const NO_PROBE: Permit = Object.freeze({ probe: undefined });
+const ADMITTED: Admission = Object.freeze({ ok: true, permit: NO_PROBE });
+
 /** How often a store failure is logged at most (per breaker). */
 const STORE_ERROR_LOG_MS = 10_000;
 
@@ -89,13 +93,13 @@ export class Breaker {
     const now = this.clock();
     // Sending the successes brings the state back too: when it is closed, no acquire is needed.
     if (this.pending > 0 && !this.knownClosed(now)) await this.flush(now);
-    if (this.knownClosed(now)) return { ok: true, permit: { probe: undefined } };
+    if (this.knownClosed(now)) return ADMITTED;
     let acquired: Acquired;
     try {
       acquired = await this.store.acquire(this.name, this.config, now);
     } catch (err) {
       this.storeFailed(err, 'acquire');
-      return { ok: true, permit: { probe: undefined } };
+      return ADMITTED;
     }
     this.syncedAt = now;
     if (!acquired.allowed) {
@@ -103,12 +107,12 @@ export class Breaker {
       this.observe(acquired.state, undefined, undefined);
       return { ok: false, state: acquired.state, retryAt: acquired.retryAt };
     }
-    if (acquired.probe !== undefined) {
-      this.observe('half-open', acquired.from, undefined);
-      this.logger.debug({ provider: this.name }, 'this call is the half-open probe');
-    } else {
+    if (acquired.probe === undefined) {
       this.observe(acquired.state, acquired.from, undefined);
+      return ADMITTED;
     }
+    this.observe('half-open', acquired.from, undefined);
+    this.logger.debug({ provider: this.name }, 'this call is the half-open probe');
     return { ok: true, permit: { probe: acquired.probe } };
   }
 

@@ -1,7 +1,7 @@
 // Choosing the provider for an attempt: the candidates in the order a call tries them, and
 // the scans over them (which one takes the next attempt, which one likely will, when any can).
 import type { Route } from '../config/config-file.js';
-import type { Breaker, Permit } from './breaker.js';
+import { NO_PROBE, type Breaker, type Permit } from './breaker.js';
 import type { Provider } from './provider.js';
 
 /** A provider of the chain with its breaker (none when the chain runs without breakers). */
@@ -55,7 +55,7 @@ export async function select(candidates: Member[], start: number, clock: () => n
     const position = (start + step) % candidates.length;
     const member = candidates[position] as Member;
     const chosen = await tryMember(member, clock, skipped);
-    if (chosen) return { kind: 'go', member, position, ...chosen };
+    if (chosen) return { kind: 'go', member, position, keyIndex: chosen.keyIndex, permit: chosen.permit };
   }
   if (skipped.readyAt !== undefined) return { kind: 'wait', readyAt: skipped.readyAt };
   return { kind: 'none', reasons: skipped.reasons, retryAt: skipped.retryAt };
@@ -74,7 +74,7 @@ async function tryMember(member: Member, clock: () => number, skipped: Skipped):
     skipped.readyAt = earliest(skipped.readyAt, keysReady);
     return undefined;
   }
-  let permit: Permit = { probe: undefined };
+  let permit = NO_PROBE;
   if (breaker) {
     const admission = await breaker.acquire();
     if (!admission.ok) {

@@ -58,8 +58,9 @@ export class ChainCall {
   };
   private readonly log: LazyLog;
   private readonly maxAttempts: number;
-  /** Model → the body sent with it, built once per model. */
-  private readonly payloads = new Map<string, { payload: string; model: string }>();
+  /** The body sent with the first model asked for; others (routes, fallbacks) are built once each in `payloads`. */
+  private firstPayload: { payload: string; model: string } | undefined;
+  private payloads: Map<string, { payload: string; model: string }> | undefined;
 
   constructor(
     private readonly settings: ChainSettings,
@@ -74,7 +75,8 @@ export class ChainCall {
 
   async run(): Promise<UpstreamResult> {
     for (;;) {
-      await this.waitForTurn();
+      const waiting = this.waitForTurn();
+      if (waiting) await waiting;
       const chosen = await this.choose();
       if (chosen === undefined) continue;
       const outcome = await this.attempt(chosen);
@@ -84,15 +86,20 @@ export class ChainCall {
     }
   }
 
-  /** Sleeps the wait due (never past the deadline), then checks the call may still start. */
-  private async waitForTurn(): Promise<void> {
+  /** Sleeps the wait due (never past the deadline), then checks the call may still start; no promise when nothing is due. */
+  private waitForTurn(): Promise<void> | undefined {
+    if (this.progress.waitMs > 0) return this.sleepTurn();
+    throwIfAborted(this.req.signal);
+    this.checkDeadline(Date.now());
+    return undefined;
+  }
+
+  private async sleepTurn(): Promise<void> {
     const { progress, req } = this;
-    if (progress.waitMs > 0) {
-      // Never sleep past the deadline: fail now rather than wake up too late to start.
-      this.checkDeadline(Date.now() + progress.waitMs);
-      await sleep(progress.waitMs, req.signal);
-      progress.waitMs = 0;
-    }
+    // Never sleep past the deadline: fail now rather than wake up too late to start.
+    this.checkDeadline(Date.now() + progress.waitMs);
+    await sleep(progress.waitMs, req.signal);
+    progress.waitMs = 0;
     throwIfAborted(req.signal);
     this.checkDeadline(Date.now());
   }
@@ -150,12 +157,21 @@ export class ChainCall {
 
   private payloadFor(provider: Provider): { payload: string; model: string } {
     const model = this.modelFor(provider);
+    if (this.firstPayload === undefined) return (this.firstPayload = this.payloadWith(model));
+    if (this.firstPayload.model === model) return this.firstPayload;
+    this.payloads ??= new Map();
     let entry = this.payloads.get(model);
     if (!entry) {
-      entry = { payload: JSON.stringify({ ...this.req.body, model }), model };
+      entry = this.payloadWith(model);
       this.payloads.set(model, entry);
     }
     return entry;
+  }
+
+  /** The body with `model` in its place; the body as it is (no copy) when it names that model already. */
+  private payloadWith(model: string): { payload: string; model: string } {
+    const { body } = this.req;
+    return { payload: JSON.stringify(body.model === model ? body : { ...body, model }), model };
   }
 
   private answered(provider: Provider, { completion, ms }: Answered): UpstreamResult {
@@ -163,7 +179,19 @@ export class ChainCall {
     if (this.settings.debugLines) {
       this.log().debug({ attempts, upstreamMs: Math.round(ms), provider: provider.name, model: completion.model }, 'upstream answered');
     }
-    return { ...completion, attempts, upstreamMs: ms, provider: provider.name };
+    // Field by field rather than a spread (V8's slow path for objects of varying shape).
+    const result: UpstreamResult = {
+      model: completion.model,
+      content: completion.content,
+      finish_reason: completion.finish_reason,
+      attempts,
+      upstreamMs: ms,
+      provider: provider.name,
+    };
+    if (completion.embedding !== undefined) result.embedding = completion.embedding;
+    if (completion.embeddings !== undefined) result.embeddings = completion.embeddings;
+    if (completion.usage !== undefined) result.usage = completion.usage;
+    return result;
   }
 
   /** A 429: the key cools, and the call moves on at once unless the whole chain is cooling. */

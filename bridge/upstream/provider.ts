@@ -87,7 +87,7 @@ export class Provider {
   /** Request headers: the call's extra headers (lower-cased), JSON, and the key's bearer token. */
   headers(extra: Record<string, string> | undefined, keyIndex: number): Record<string, string> {
     const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(extra ?? {})) headers[name.toLowerCase()] = value;
+    if (extra) for (const name in extra) headers[name.toLowerCase()] = extra[name] as string;
     headers['content-type'] = 'application/json';
     headers['accept'] = 'application/json';
     const key = this.keys.key(keyIndex);
@@ -122,8 +122,7 @@ export class Provider {
       return { kind: 'retry', timeout: false, message: `network error: ${truncate(detail)}` };
     }
     const ms = performance.now() - started;
-    const key = /^Bearer (.+)$/.exec(headers['authorization'] ?? '')?.[1];
-    return this.classify(result.status, result.headers['retry-after'], result.headers['retry-after-ms'], result.text, model, ms, shape, key);
+    return this.classify(result.status, result.headers['retry-after'], result.headers['retry-after-ms'], result.text, model, ms, shape, headers);
   }
 
   async close(): Promise<void> {
@@ -138,16 +137,14 @@ export class Provider {
     model: string,
     ms: number,
     shape: AnswerShape,
-    key: string | undefined,
+    headers: Record<string, string>,
   ): Outcome {
-    // Some upstreams echo the key they were sent in error messages; those messages reach logs,
-    // error replies and the dead-letter list, so the key is cut out of them first.
-    const scrub = (s: string): string => (key ? s.split(key).join('[redacted]') : s);
     if (status >= 200 && status < 300) {
       const parsed = parseAnswer(text, model, shape);
-      if ('malformed' in parsed) return { kind: 'retry', timeout: false, status, message: scrub(`unusable answer (${status}): ${parsed.malformed}`) };
-      return { kind: 'ok', completion: parsed, ms };
+      if (!('malformed' in parsed)) return { kind: 'ok', completion: parsed, ms };
+      return { kind: 'retry', timeout: false, status, message: scrubbed(`unusable answer (${status}): ${parsed.malformed}`, headers) };
     }
+    const scrub = (s: string): string => scrubbed(s, headers);
     const error = readError(scrub(text));
     const message = `upstream answered ${status}: ${scrub(error.message)}`;
     if (status === 429) {
@@ -159,6 +156,15 @@ export class Provider {
     if (status >= 500) return { kind: 'retry', timeout: false, status, message };
     return { kind: 'fatal', status, message };
   }
+}
+
+/**
+ * Some upstreams echo the key they were sent in error messages; those messages reach logs,
+ * error replies and the dead-letter list, so the key is cut out of them first.
+ */
+function scrubbed(text: string, headers: Record<string, string>): string {
+  const key = /^Bearer (.+)$/.exec(headers['authorization'] ?? '')?.[1];
+  return key ? text.split(key).join('[redacted]') : text;
 }
 
 /** Azure/OpenAI also send `retry-after-ms`, which is finer than Retry-After's seconds. */

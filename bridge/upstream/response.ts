@@ -1,6 +1,6 @@
 // Reading an OpenAI-compatible answer. Kept apart from the HTTP loop so the loop only
 // decides *whether* to retry, never how to pick a body apart.
-import { UsageSchema, type Answer } from '../../contract/index.js';
+import type { Answer, Usage } from '../../contract/index.js';
 
 /** A usable answer read from the upstream's body. */
 export type Completion = Answer;
@@ -45,14 +45,24 @@ export function parseCompletion(text: string, requestedModel: string): Completio
   if (!isRecord(message)) return { malformed: 'first choice has no message' };
   const content = message['content'];
   const finish = first['finish_reason'];
-  const usage = UsageSchema.safeParse(json['usage']);
+  const usage = usageOf(json['usage']);
   const completion: Completion = {
     model: typeof json['model'] === 'string' && json['model'] !== '' ? json['model'] : requestedModel,
     content: typeof content === 'string' ? content : null,
     finish_reason: typeof finish === 'string' ? finish : null,
   };
-  if (usage.success) completion.usage = usage.data;
+  if (usage) completion.usage = usage;
   return completion;
+}
+
+const isCount = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value);
+
+/** The answer's token counts as UsageSchema reads them (three finite numbers, nothing else kept); undefined when they are not. */
+function usageOf(value: unknown): Usage | undefined {
+  if (!isRecord(value)) return undefined;
+  const { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total } = value;
+  if (!isCount(prompt) || !isCount(completion) || !isCount(total)) return undefined;
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total };
 }
 
 /** A 200 answer in the shape `shape` asks for, or a reason it cannot be used. */

@@ -14,18 +14,15 @@ const SLOW_MS = 6000;
 const ANSWER_BOUND_MS = 3000;
 
 const STORES = [
-  // Pending a store change: the memory store's claim only expires a job that reached the head
-  // of the queue, and none at all with max 0 (the sweep's claim); claim.lua expires every due
-  // job first, through its deadlines index. Drop `pending` when memory.ts does the same.
-  { store: 'memory', pending: true, env: (): Record<string, string> => ({}) },
-  { store: 'Redis', pending: false, env: (prefix: string): Record<string, string> => ({ REDIS_URL, REDIS_PREFIX: prefix }) },
+  { store: 'memory', env: (): Record<string, string> => ({}) },
+  { store: 'Redis', env: (prefix: string): Record<string, string> => ({ REDIS_URL, REDIS_PREFIX: prefix }) },
 ];
 
 function expectExpired(reply: Reply | undefined, id: string): void {
   expect(reply).toMatchObject({ id, ok: false, error: { code: 'expired' } });
 }
 
-describe.each(STORES)('a queued request whose deadline passes while the upstream is saturated ($store store)', ({ store, pending, env }) => {
+describe.each(STORES)('a queued request whose deadline passes while the upstream is saturated ($store store)', ({ store, env }) => {
   const prefix = uniquePrefix('deadline');
   let h: Harness | undefined;
 
@@ -51,7 +48,7 @@ describe.each(STORES)('a queued request whose deadline passes while the upstream
     return device;
   }
 
-  it.skipIf(pending)('answers it `expired` with no other request arriving, while the slot stays busy', async () => {
+  it('answers it `expired` with no other request arriving, while the slot stays busy', async () => {
     const device = await saturated();
     await device.publish('critical', ask('short', 'hurry', { ttl_ms: 300 }));
 
@@ -65,7 +62,7 @@ describe.each(STORES)('a queued request whose deadline passes while the upstream
     expect(h?.upstream.requests).toHaveLength(1);
   });
 
-  it.skipIf(pending)('answers an MQTT 5 request `expired` at its Message Expiry the same way', async () => {
+  it('answers an MQTT 5 request `expired` at its Message Expiry the same way', async () => {
     const device = await saturated(5);
     const body = JSON.stringify(ask('short-5', 'hurry'));
     await device.client.publishAsync(`devices/${device.deviceId}/infer/critical`, body, { qos: 1, properties: { messageExpiryInterval: 1 } });

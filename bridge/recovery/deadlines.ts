@@ -4,17 +4,13 @@
 // held back by RATE_LIMIT_RPM, an expired request would wait seconds for its answer. So at a
 // watched deadline, unless a claim has run since, a sweep runs (a claim of no jobs, which
 // still takes the expired ones out): the answer comes within a few ms of the deadline.
+import { type Deadline, DeadlineHeap } from '../store/deadline-heap.js';
 
 /**
  * Sweeps closer together than this are merged into one: the promise is the deadline + 100 ms,
  * and under a flood of deadlines a sweep per deadline would cost a store call per request.
  */
 export const SWEEP_GAP_MS = 20;
-
-interface Entry {
-  at: number;
-  key: string;
-}
 
 export interface DeadlineWatchOptions {
   /** Takes the expired jobs out of the queue and answers them; rejects when the store failed. */
@@ -26,8 +22,8 @@ export interface DeadlineWatchOptions {
 }
 
 export class DeadlineWatch {
-  /** A binary min-heap by `at`; entries of settled jobs are skipped when they come up. */
-  private readonly heap: Entry[] = [];
+  /** Entries of settled jobs are skipped when they come up. */
+  private readonly heap = new DeadlineHeap();
   /** Jobs queued here and not yet claimed or answered here, by key: their deadline. */
   private readonly watched = new Map<string, number>();
   /** When the latest claim of the pump or a sweep started (an admission's may not run at all). */
@@ -44,7 +40,7 @@ export class DeadlineWatch {
   watch(key: string, deadlineMs: number): void {
     if (this.stopped) return;
     this.watched.set(key, deadlineMs);
-    this.push({ at: deadlineMs, key });
+    this.heap.push({ at: deadlineMs, key });
     this.arm(deadlineMs);
   }
 
@@ -82,9 +78,9 @@ export class DeadlineWatch {
     this.timerAt = Number.POSITIVE_INFINITY;
     const now = this.options.clock();
     // Due and still waiting here, and no claim since its deadline already took it out.
-    let due: Entry[] = [];
-    while (this.heap.length > 0 && (this.heap[0] as Entry).at <= now) {
-      const entry = this.pop();
+    let due: Deadline[] = [];
+    while ((this.heap.peek()?.at ?? Infinity) <= now) {
+      const entry = this.heap.pop() as Deadline;
       if (this.watched.get(entry.key) !== entry.at) continue;
       this.watched.delete(entry.key);
       if (entry.at > this.claimedAt) due.push(entry);
@@ -106,40 +102,7 @@ export class DeadlineWatch {
     // A failed sweep is tried again; the next deadlines wait for the gap after this sweep.
     const retryAt = now + this.options.retryMs;
     for (const entry of due) this.watch(entry.key, retryAt);
-    const next = this.heap[0];
+    const next = this.heap.peek();
     if (next !== undefined) this.arm(next.at);
-  }
-
-  private push(entry: Entry): void {
-    const heap = this.heap;
-    heap.push(entry);
-    let i = heap.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if ((heap[parent] as Entry).at <= entry.at) break;
-      heap[i] = heap[parent] as Entry;
-      i = parent;
-    }
-    heap[i] = entry;
-  }
-
-  private pop(): Entry {
-    const heap = this.heap;
-    const top = heap[0] as Entry;
-    const last = heap.pop() as Entry;
-    if (heap.length > 0) {
-      let i = 0;
-      for (;;) {
-        const left = 2 * i + 1;
-        if (left >= heap.length) break;
-        const right = left + 1;
-        const child = right < heap.length && (heap[right] as Entry).at < (heap[left] as Entry).at ? right : left;
-        if ((heap[child] as Entry).at >= last.at) break;
-        heap[i] = heap[child] as Entry;
-        i = child;
-      }
-      heap[i] = last;
-    }
-    return top;
   }
 }

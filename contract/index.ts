@@ -5,3 +5,4 @@ export * from './errors.js';
 export * from './mqtt.js';
 export * from './payloads.js';
 export * from './topics.js';
+export * from './request-fast.js';

@@ -6,11 +6,13 @@ import { cacheKeyOf, type CachePolicy } from './cache-key.js';
 import {
   BridgeError,
   type InboundRequest,
+  type InferRequest,
   InferRequestSchema,
   isEmbeddingRequest,
   MAX_ECHOED_USER_PROPERTIES,
   MAX_ECHOED_USER_PROPERTY_BYTES,
   type OkReply,
+  plainChatRequest,
   type Priority,
   type Reply,
   type ReplyRoute,
@@ -107,8 +109,7 @@ export class Intake {
       if (topic.kind === 'bad_priority') {
         throw new BridgeError('invalid_request', `unknown priority "${topic.segment}" (expected critical, high, normal or low)`);
       }
-      const parsed = InferRequestSchema.safeParse(body);
-      if (!parsed.success) throw new BridgeError('invalid_request', describeIssue(parsed.error.issues[0]));
+      const request = plainChatRequest(body) ?? validRequest(body);
       if (!this.accepting) throw new BridgeError('unavailable', 'bridge is shutting down');
       const { shedder } = this.deps;
       const shed = shedder.check(topic.priority);
@@ -120,7 +121,7 @@ export class Intake {
       }
       shedder.admissionStarted();
       try {
-        return { outcome: await this.admit(target, topic.priority, parsed.data, arrivalMs, payload.length) };
+        return { outcome: await this.admit(target, topic.priority, request, arrivalMs, payload.length) };
       } finally {
         shedder.admissionEnded();
       }
@@ -270,6 +271,13 @@ function readId(body: unknown): string | null {
 function sniffId(payload: Buffer): string | null {
   const head = payload.subarray(0, ID_SNIFF_BYTES).toString('utf8');
   return /"id"\s*:\s*"([A-Za-z0-9._:-]{1,64})"/.exec(head)?.[1] ?? null;
+}
+
+/** The request as the schema reads it, or the error that refuses it. */
+function validRequest(body: unknown): InferRequest {
+  const parsed = InferRequestSchema.safeParse(body);
+  if (!parsed.success) throw new BridgeError('invalid_request', describeIssue(parsed.error.issues[0]));
+  return parsed.data;
 }
 
 function describeIssue(issue: { path: PropertyKey[]; message: string } | undefined): string {

@@ -1,6 +1,7 @@
 // The metrics the bridge observes on its hot path (replies, claims, shedding, upstream work),
-// each label combination known in advance bound once, so observing is a lookup and an increment.
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+// each label combination known in advance bound once, so observing is a lookup and an increment
+// (per request, through metrics-fast.ts: tallies handed to prom-client at scrape, array histograms).
+import { Counter, Gauge, type Registry } from 'prom-client';
 import { PRIORITIES, type Priority } from '../../contract/index.js';
 import type { ShedReason } from '../intake/overload.js';
 import {
@@ -15,6 +16,7 @@ import {
   type Outcome,
   type PriorityLabel,
 } from './metrics-common.js';
+import { BucketHistogram, Tallies } from './metrics-fast.js';
 
 export interface RequestMetrics {
   outcomes: Record<PriorityLabel, Record<Outcome, Child>>;
@@ -22,23 +24,25 @@ export interface RequestMetrics {
 }
 
 export function registerRequests(registers: Registry[]): RequestMetrics {
+  const tallies: Tallies<'priority' | 'outcome'> = new Tallies(() => requests);
   const requests = new Counter({
     name: `${PREFIX}requests_total`,
     help: 'Replies sent to devices, by priority (none: no valid priority) and outcome (ok, cached, or the error code)',
     labelNames: ['priority', 'outcome'] as const,
     registers,
+    collect: () => tallies.flush(),
   });
-  const queueWait = new Histogram({
-    name: `${PREFIX}queue_wait_seconds`,
-    help: 'Time from arrival to claim (queue and lock wait), by priority',
-    labelNames: ['priority'] as const,
-    buckets: WAIT_BUCKETS,
+  const queueWait = new BucketHistogram(
+    `${PREFIX}queue_wait_seconds`,
+    'Time from arrival to claim (queue and lock wait), by priority',
+    ['priority'],
+    WAIT_BUCKETS,
     registers,
-  });
+  );
   return {
     outcomes: Object.fromEntries(
-      PRIORITY_LABELS.map((p) => [p, Object.fromEntries(OUTCOMES.map((o) => [o, requests.labels(p, o)]))]),
-    ) as Record<PriorityLabel, Record<Outcome, Child>>,
+      PRIORITY_LABELS.map((p) => [p, Object.fromEntries(OUTCOMES.map((o) => [o, tallies.of(p, o)]))]),
+    ) as unknown as Record<PriorityLabel, Record<Outcome, Child>>,
     queueWait: Object.fromEntries(PRIORITIES.map((p) => [p, queueWait.labels(p)])) as unknown as Record<Priority, HistogramChild>,
   };
 }
@@ -70,25 +74,42 @@ export function registerOverload(registers: Registry[]): OverloadMetrics {
 
 /** Upstream calls and what spared one (cache, coalescing), locks, rate budget, usage. */
 export interface WorkMetrics {
-  upstreamLatency: Histogram<'provider'>;
+  upstreamLatency: BucketHistogram;
   cacheHits: Counter;
   coalesced: Counter;
   lockGrants: Counter;
-  lockWait: Histogram;
+  lockWait: BucketHistogram;
   rateLimitWaits: Counter;
-  tokens: Counter<'model' | 'kind'>;
-  cost: Counter<'model'>;
+  /** Tallies of `edge_ai_bridge_tokens_total` (model, kind) and `cost_usd_total` (model). */
+  tokens: Tallies<'model' | 'kind'>;
+  cost: Tallies<'model'>;
 }
 
 export function registerWork(registers: Registry[]): WorkMetrics {
-  return {
-    upstreamLatency: new Histogram({
-      name: `${PREFIX}upstream_latency_seconds`,
-      help: 'Wall time of the successful upstream attempt, by provider',
-      labelNames: ['provider'] as const,
-      buckets: LATENCY_BUCKETS,
+  const tokens: Tallies<'model' | 'kind'> = new Tallies(() => tokensTotal);
+  const cost: Tallies<'model'> = new Tallies(() => costTotal);
+  const tokensTotal = new Counter({
+    name: `${PREFIX}tokens_total`,
+    help: 'Tokens the upstream reported, by model and kind (prompt, completion)',
+    labelNames: ['model', 'kind'] as const,
+    registers: [],
+    collect: () => tokens.flush(),
+  });
+  const costTotal = new Counter({
+    name: `${PREFIX}cost_usd_total`,
+    help: 'Estimated cost in USD (CONFIG_FILE prices), by model',
+    labelNames: ['model'] as const,
+    registers: [],
+    collect: () => cost.flush(),
+  });
+  const work: WorkMetrics = {
+    upstreamLatency: new BucketHistogram(
+      `${PREFIX}upstream_latency_seconds`,
+      'Wall time of the successful upstream attempt, by provider',
+      ['provider'],
+      LATENCY_BUCKETS,
       registers,
-    }),
+    ),
     cacheHits: new Counter({
       name: `${PREFIX}cache_hits_total`,
       help: 'Requests answered from the response cache at admission',
@@ -104,28 +125,25 @@ export function registerWork(registers: Registry[]): WorkMetrics {
       help: 'Jobs claimed holding their lock',
       registers,
     }),
-    lockWait: new Histogram({
-      name: `${PREFIX}lock_wait_seconds`,
-      help: 'For jobs with a lock: time from arrival to the lock grant (includes queue wait)',
-      buckets: WAIT_BUCKETS,
+    lockWait: new BucketHistogram(
+      `${PREFIX}lock_wait_seconds`,
+      'For jobs with a lock: time from arrival to the lock grant (includes queue wait)',
+      [],
+      WAIT_BUCKETS,
       registers,
-    }),
+    ),
     rateLimitWaits: new Counter({
       name: `${PREFIX}rate_limit_waits_total`,
       help: 'Upstream retries that had to wait for rate budget (RATE_LIMIT_RPM/TPM)',
       registers,
     }),
-    tokens: new Counter({
-      name: `${PREFIX}tokens_total`,
-      help: 'Tokens the upstream reported, by model and kind (prompt, completion)',
-      labelNames: ['model', 'kind'] as const,
-      registers,
-    }),
-    cost: new Counter({
-      name: `${PREFIX}cost_usd_total`,
-      help: 'Estimated cost in USD (CONFIG_FILE prices), by model',
-      labelNames: ['model'] as const,
-      registers,
-    }),
+    tokens,
+    cost,
   };
+  // Last, where they always were in /metrics.
+  for (const registry of registers) {
+    registry.registerMetric(tokensTotal);
+    registry.registerMetric(costTotal);
+  }
+  return work;
 }

@@ -144,9 +144,9 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
     let children = this.usageChildren.get(model);
     if (!children) {
       children = {
-        prompt: this.work.tokens.labels(model, 'prompt'),
-        completion: this.work.tokens.labels(model, 'completion'),
-        cost: this.work.cost.labels(model),
+        prompt: this.work.tokens.of(model, 'prompt'),
+        completion: this.work.tokens.of(model, 'completion'),
+        cost: this.work.cost.of(model),
       };
       this.usageChildren.set(model, children);
     }

@@ -40,8 +40,8 @@ export async function connect(redisUrl: string, autoPipeline: boolean): Promise<
 /** Server-wide figures from INFO: approximate when others use the same Redis. */
 export interface ServerSnapshot {
   cpuS: number;
-  evalshaCalls: number;
-  evalshaUsec: number;
+  fcallCalls: number;
+  fcallUsec: number;
   commands: number;
   /** Every command Redis ran, those inside scripts included (INFO commandstats). */
   allCalls: number;
@@ -52,8 +52,8 @@ export async function serverSnapshot(admin: Redis): Promise<ServerSnapshot> {
   const num = (re: RegExp) => Number(re.exec(info)?.[1] ?? 0);
   return {
     cpuS: num(/^used_cpu_user_main_thread:([\d.]+)/m) + num(/^used_cpu_sys_main_thread:([\d.]+)/m),
-    evalshaCalls: num(/^cmdstat_evalsha:calls=(\d+)/m),
-    evalshaUsec: num(/^cmdstat_evalsha:calls=\d+,usec=(\d+)/m),
+    fcallCalls: num(/^cmdstat_fcall:calls=(\d+)/m),
+    fcallUsec: num(/^cmdstat_fcall:calls=\d+,usec=(\d+)/m),
     commands: num(/^total_commands_processed:(\d+)/m),
     allCalls: [...info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].reduce((total, m) => (m[1] === 'info' ? total : total + Number(m[2])), 0),
   };

@@ -50,7 +50,7 @@ export interface Row {
   /** Redis main-thread CPU during the run, as a share of wall time (1 = saturated). */
   redisCpuShare: number | undefined;
   /** Server-side EVALSHA cost (script run time), µs per job. */
-  evalshaUsecPerJob: number | undefined;
+  fcallUsecPerJob: number | undefined;
   /** Every command Redis ran per job, those inside scripts included. */
   serverCommandsPerJob: number | undefined;
   /** Redis main-thread CPU per job, µs. */
@@ -96,7 +96,7 @@ export function toRow(s: Scenario, jobs: number, m: Measured): Row {
     claims: sum('claims'),
     emptyClaims: sum('emptyClaims'),
     redisCpuShare: serverSide ? round((after.cpuS - before.cpuS) / seconds, 2) : undefined,
-    evalshaUsecPerJob: serverSide ? round((after.evalshaUsec - before.evalshaUsec) / jobs, 1) : undefined,
+    fcallUsecPerJob: serverSide ? round((after.fcallUsec - before.fcallUsec) / jobs, 1) : undefined,
     serverCommandsPerJob: serverSide ? round((after.allCalls - before.allCalls) / jobs, 1) : undefined,
     redisCpuUsPerJob: serverSide ? round(((after.cpuS - before.cpuS) / jobs) * 1e6, 1) : undefined,
     clientCpuShare: round(m.clientCpuS / seconds, 2),

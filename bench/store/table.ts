@@ -24,7 +24,7 @@ export async function machine(redisUrl: string): Promise<Machine> {
   return { cpus: os.availableParallelism(), cpu, node: process.version, redis: redisVersion, platform: `${os.platform()} ${os.release()}` };
 }
 
-const HEAD = ['scenario', 'jobs', 'seconds', 'jobs/s', 'Redis calls/job', 'writes/job', 'empty claims', 'Redis CPU', 'evalsha µs/job', 'Redis cmds/job', 'Redis CPU µs/job', 'client CPU', 'machine CPU'];
+const HEAD = ['scenario', 'jobs', 'seconds', 'jobs/s', 'Redis calls/job', 'writes/job', 'empty claims', 'Redis CPU', 'fcall µs/job', 'Redis cmds/job', 'Redis CPU µs/job', 'client CPU', 'machine CPU'];
 
 const percent = (share: number | undefined) => (share === undefined ? '-' : `${Math.round(share * 100)}%`);
 
@@ -38,7 +38,7 @@ function cells(r: Row): string[] {
     r.writesPerJob.toFixed(2),
     String(r.emptyClaims),
     percent(r.redisCpuShare),
-    r.evalshaUsecPerJob === undefined ? '-' : String(r.evalshaUsecPerJob),
+    r.fcallUsecPerJob === undefined ? '-' : String(r.fcallUsecPerJob),
     r.serverCommandsPerJob === undefined ? '-' : String(r.serverCommandsPerJob),
     r.redisCpuUsPerJob === undefined ? '-' : String(r.redisCpuUsPerJob),
     percent(r.clientCpuShare),

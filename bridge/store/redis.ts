@@ -119,12 +119,13 @@ export class RedisStore implements Store {
     const step = (jobKeys: string[]) => this.run('upgrade', k.legacy, [k.base, now, ...jobKeys]);
     let moved = 0;
     let cursor = '0';
-    do {
+    // Each step deletes what it moved: scan (a pass may miss fields the hash rehashed) until none is left.
+    while ((await this.guard(this.redis.hlen(jobs))) > 0) {
       const [next, flat] = await this.guard(this.redis.hscan(jobs, cursor, 'COUNT', UPGRADE_BATCH));
       cursor = next;
       const jobKeys = flat.filter((_, i) => i % 2 === 0);
       if (jobKeys.length > 0) moved += (await step(jobKeys)) as number;
-    } while (cursor !== '0');
+    }
     await step([]);
     return moved;
   }

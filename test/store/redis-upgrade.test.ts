@@ -42,6 +42,28 @@ async function writeOldLayout(prefix: string, now: number, queued: Job, running:
 }
 
 describe('redis store: upgrade from 0.6', () => {
+  it('moves a queue longer than one batch, every job of it', async () => {
+    const prefix = uniquePrefix('upgrade-many');
+    try {
+      const now = Date.now();
+      const p = `{${prefix}}`;
+      const k = redisKeys(prefix);
+      const jobs = Array.from({ length: 1234 }, (_, i) => makeJob({ deviceId: `d${i % 50}`, id: `r${i}`, priority: 'normal', arrivalMs: now - 5000 + i }));
+      const write = redis.multi();
+      jobs.forEach((job, i) => {
+        write.hset(`${p}:jobs`, job.key, data(job)).zadd(k.queue, job.score, member(i + 1, job)).hset(`${p}:place`, job.key, `q${member(i + 1, job)}`).set(k.idem(job.key), 'p');
+      });
+      await write.hset(k.depth, 'normal', jobs.length).exec();
+      const store = new RedisStore(redis, { prefix });
+      expect(await store.upgrade(now)).toBe(jobs.length);
+      expect(await redis.exists(...k.legacy)).toBe(0);
+      const claimed = await store.claim(claimOpts({ max: 2000, rpm: 10_000 }), now);
+      expect(claimed.jobs.map((j) => j.key).sort()).toEqual(jobs.map((j) => j.key).sort());
+    } finally {
+      await deletePrefix(redis, prefix);
+    }
+  });
+
   it('moves queued and running jobs, their records and the upstream budget, and serves them as before', async () => {
     const prefix = uniquePrefix('upgrade');
     try {

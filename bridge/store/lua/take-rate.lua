@@ -6,9 +6,10 @@ Returns {1, callId} when taken, {0, retryAt} when not.
 local rcall = redis.call
 --- @include "keys"
 --- @include "window"
+--- @include "claiming"
 
 local tokens, rpm, tpm, now = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local budget = openWindow(K.budget, now, 60000, tpm ~= nil, 'pause')
+local budget = openBudget(now, tpm)
 local pausedUntil = tonumber(budget.extra or '0')
 if pausedUntil > now then return {0, tostring(pausedUntil)} end
 if tryWindow(budget, tokens, rpm, tpm) then return {1, closeWindow(budget)[1]} end

@@ -64,16 +64,20 @@ export class BucketHistogram {
   readonly aggregator = 'sum';
   private series = new Map<string, Series>();
 
-  constructor(
-    readonly name: string,
-    readonly help: string,
-    private readonly labelNames: readonly string[],
-    private readonly bounds: readonly number[],
-    registers: Registry[],
-  ) {
+  readonly name: string;
+  readonly help: string;
+  private readonly labelNames: readonly string[];
+  private readonly bounds: readonly number[];
+
+  /** prom-client's Histogram options, the ones this uses. */
+  constructor(options: { name: string; help: string; labelNames: readonly string[]; buckets: readonly number[]; registers: Registry[] }) {
+    this.name = options.name;
+    this.help = options.help;
+    this.labelNames = options.labelNames;
+    this.bounds = options.buckets;
     // As prom-client does: a histogram without labels shows its zero series from the start.
-    if (labelNames.length === 0) this.seriesOf('', []);
-    for (const registry of registers) registry.registerMetric(this as unknown as Metric);
+    if (this.labelNames.length === 0) this.seriesOf('', []);
+    for (const registry of options.registers) registry.registerMetric(this as unknown as Metric);
   }
 
   /** A child for these label values; its series appears at its first observation (and again after a reset). */

@@ -32,13 +32,13 @@ export function registerRequests(registers: Registry[]): RequestMetrics {
     registers,
     collect: () => tallies.flush(),
   });
-  const queueWait = new BucketHistogram(
-    `${PREFIX}queue_wait_seconds`,
-    'Time from arrival to claim (queue and lock wait), by priority',
-    ['priority'],
-    WAIT_BUCKETS,
+  const queueWait = new BucketHistogram({
+    name: `${PREFIX}queue_wait_seconds`,
+    help: 'Time from arrival to claim (queue and lock wait), by priority',
+    labelNames: ['priority'],
+    buckets: WAIT_BUCKETS,
     registers,
-  );
+  });
   return {
     outcomes: Object.fromEntries(
       PRIORITY_LABELS.map((p) => [p, Object.fromEntries(OUTCOMES.map((o) => [o, tallies.of(p, o)]))]),
@@ -103,13 +103,13 @@ export function registerWork(registers: Registry[]): WorkMetrics {
     collect: () => cost.flush(),
   });
   const work: WorkMetrics = {
-    upstreamLatency: new BucketHistogram(
-      `${PREFIX}upstream_latency_seconds`,
-      'Wall time of the successful upstream attempt, by provider',
-      ['provider'],
-      LATENCY_BUCKETS,
+    upstreamLatency: new BucketHistogram({
+      name: `${PREFIX}upstream_latency_seconds`,
+      help: 'Wall time of the successful upstream attempt, by provider',
+      labelNames: ['provider'],
+      buckets: LATENCY_BUCKETS,
       registers,
-    ),
+    }),
     cacheHits: new Counter({
       name: `${PREFIX}cache_hits_total`,
       help: 'Requests answered from the response cache at admission',
@@ -125,13 +125,13 @@ export function registerWork(registers: Registry[]): WorkMetrics {
       help: 'Jobs claimed holding their lock',
       registers,
     }),
-    lockWait: new BucketHistogram(
-      `${PREFIX}lock_wait_seconds`,
-      'For jobs with a lock: time from arrival to the lock grant (includes queue wait)',
-      [],
-      WAIT_BUCKETS,
+    lockWait: new BucketHistogram({
+      name: `${PREFIX}lock_wait_seconds`,
+      help: 'For jobs with a lock: time from arrival to the lock grant (includes queue wait)',
+      labelNames: [],
+      buckets: WAIT_BUCKETS,
       registers,
-    ),
+    }),
     rateLimitWaits: new Counter({
       name: `${PREFIX}rate_limit_waits_total`,
       help: 'Upstream retries that had to wait for rate budget (RATE_LIMIT_RPM/TPM)',

@@ -10,9 +10,9 @@ describe('BucketHistogram', () => {
   it('exposes what a prom-client Histogram exposes for the same observations', async () => {
     const ours = new Registry();
     const theirs = new Registry();
-    const fast = new BucketHistogram('h_seconds', 'help "text"\\', ['priority'], BUCKETS, [ours]);
+    const fast = new BucketHistogram({ name: 'h_seconds', help: 'help "text"\\', labelNames: ['priority'], buckets: BUCKETS, registers: [ours] });
     const slow = new Histogram({ name: 'h_seconds', help: 'help "text"\\', labelNames: ['priority'] as const, buckets: BUCKETS, registers: [theirs] });
-    const plainFast = new BucketHistogram('plain_seconds', 'no labels', [], BUCKETS, [ours]);
+    const plainFast = new BucketHistogram({ name: 'plain_seconds', help: 'no labels', labelNames: [], buckets: BUCKETS, registers: [ours] });
     const plainSlow = new Histogram({ name: 'plain_seconds', help: 'no labels', buckets: BUCKETS, registers: [theirs] });
     // Before any observation: labelled series absent, the plain one at zero.
     expect(await ours.metrics()).toBe(await theirs.metrics());

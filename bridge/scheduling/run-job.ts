@@ -111,7 +111,8 @@ export class JobRunner {
       upstreamMs: result.upstreamMs,
       now: this.deps.clock(),
     });
-    outcome.bookkeeping = await this.afterAnswer(entry, result, log);
+    const bookkeeping = this.afterAnswer(entry, result, log);
+    outcome.bookkeeping = bookkeeping instanceof Promise ? await bookkeeping : bookkeeping;
     if (this.debugLines) log().debug({ attempts: reply.attempts, upstreamMs: result.upstreamMs }, 'request answered');
     return reply;
   }
@@ -162,26 +163,35 @@ export class JobRunner {
    * Bookkeeping of an upstream answer: the real token count now (it frees TPM budget); the
    * cache entry and usage with the completion, in the same store call.
    */
-  private async afterAnswer(entry: Running, result: UpstreamResult, log: LazyLog): Promise<Bookkeeping> {
+  private afterAnswer(entry: Running, result: UpstreamResult, log: LazyLog): Bookkeeping | Promise<Bookkeeping> {
     const { config, store, observer } = this.deps;
     const bookkeeping = answerBookkeeping(entry.job, result, config);
     const { usage } = bookkeeping;
     if (!usage || !result.usage) return bookkeeping;
     observer.usage(usage.model, usage.promptTokens, usage.completionTokens, usage.costUsd);
-    if (config.rateLimitTpm !== undefined) {
-      // Never at the cost of the device's answer.
-      await store.settleTokens(entry.callId, result.usage.total_tokens).catch((err: unknown) => {
+    if (config.rateLimitTpm === undefined) return bookkeeping;
+    // Never at the cost of the device's answer.
+    return store.settleTokens(entry.callId, result.usage.total_tokens).then(
+      () => bookkeeping,
+      (err: unknown) => {
         log().warn({ err }, 'could not settle the call\'s tokens');
-      });
-    }
-    return bookkeeping;
+        return bookkeeping;
+      },
+    );
   }
 
-  /** Runs before every upstream attempt: the lease must cover the whole attempt, and a retry needs rate budget. */
-  private async beforeAttempt(entry: Running, attempt: number): Promise<void> {
+  /**
+   * Runs before every upstream attempt: the lease must cover the whole attempt, and a retry
+   * needs rate budget. No promise for the first attempt: the claim already took its rate token.
+   */
+  private beforeAttempt(entry: Running, attempt: number): Promise<void> | undefined {
+    if (leaseTooShort(entry, this.deps.config.upstreamTimeoutMs)) throw new LeaseLost();
+    return attempt === 1 ? undefined : this.retryBudget(entry);
+  }
+
+  /** A retry's rate token: waits for the budget while it lasts (never past the deadline or the lease). */
+  private async retryBudget(entry: Running): Promise<void> {
     const { config, store, observer, queueWait } = this.deps;
-    if (leaseTooShort(entry, config.upstreamTimeoutMs)) throw new LeaseLost();
-    if (attempt === 1) return; // the claim already took this call's rate token
     const { job } = entry;
     let waited = false;
     for (;;) {

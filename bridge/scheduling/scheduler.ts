@@ -23,6 +23,9 @@ export type { QueueWaitSink, SchedulerConfig, SchedulerObserver, Upstream } from
 /** Idle poll: other instances (Redis) admit jobs this one is not told about. */
 const IDLE_POLL_MS = 100;
 
+/** A job's `done` until its run starts (at once): one settled promise for all. */
+const SETTLED = Promise.resolve();
+
 /** A controller whose signal many jobs may wait on at once without a leak warning. */
 function unlimitedAbort(): AbortController {
   const controller = new AbortController();
@@ -280,7 +283,7 @@ export class Scheduler implements Dispatch {
       abort,
       leaseUntil: performance.now() + this.leaseMs,
       leaseLost: false,
-      done: Promise.resolve(),
+      done: SETTLED,
     };
     entry.done = this.runner.execute(entry, claimedAt, firstLead).finally(() => {
       this.running.delete(job.key);

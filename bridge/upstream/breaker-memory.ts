@@ -35,6 +35,22 @@ export class MemoryBreakerStore implements BreakerStore {
   private readonly circuits = new Map<string, MemoryCircuit>();
 
   async acquire(name: string, config: BreakerConfig, now: number): Promise<Acquired> {
+    return this.acquireNow(name, config, now);
+  }
+
+  async record(
+    name: string,
+    config: BreakerConfig,
+    ok: boolean,
+    probe: string | undefined,
+    now: number,
+    successes = 0,
+  ): Promise<Recorded> {
+    return this.recordNow(name, config, ok, probe, now, successes);
+  }
+
+  /** acquire, answered at once: in memory no step needs a round trip (Breaker uses these directly). */
+  acquireNow(name: string, config: BreakerConfig, now: number): Acquired {
     const c = this.circuit(name);
     if (c.st === 'c') return CLOSED_ACQUIRED;
     if (c.st === 'o' && now < c.until) return { allowed: false, state: 'open', retryAt: c.until };
@@ -47,14 +63,7 @@ export class MemoryBreakerStore implements BreakerStore {
     return { allowed: true, state: 'half-open', probe: c.probe, from };
   }
 
-  async record(
-    name: string,
-    config: BreakerConfig,
-    ok: boolean,
-    probe: string | undefined,
-    now: number,
-    successes = 0,
-  ): Promise<Recorded> {
+  recordNow(name: string, config: BreakerConfig, ok: boolean, probe: string | undefined, now: number, successes = 0): Recorded {
     const c = this.circuit(name);
     if (c.st === 'h') return this.probeResult(c, config, ok, probe, now);
     if (c.st === 'o') return { state: 'open', openUntil: c.until, ...NO_CHANGE };

@@ -19,6 +19,7 @@
 // succeeding) off the store: see SYNC_MS.
 import type { Logger } from '../logger.js';
 import type { Acquired, BreakerConfig, BreakerStore, CircuitState, Recorded } from '../store/breaker-state.js';
+import { MemoryBreakerStore } from './breaker-memory.js';
 
 export type { BreakerConfig, BreakerStore, CircuitState } from '../store/breaker-state.js';
 
@@ -69,6 +70,8 @@ export class Breaker {
   private pending = 0;
   private flushTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  /** The store when it is this instance's memory: then every step is answered at once, without a promise. */
+  private readonly local: MemoryBreakerStore | undefined;
 
   constructor(
     readonly name: string,
@@ -77,7 +80,9 @@ export class Breaker {
     private readonly logger: Logger,
     private readonly clock: () => number = Date.now,
     private readonly syncMs = SYNC_MS,
-  ) {}
+  ) {
+    this.local = store instanceof MemoryBreakerStore ? store : undefined;
+  }
 
   /** The state last seen. */
   get state(): CircuitState {
@@ -87,6 +92,24 @@ export class Breaker {
   /** A guess without a round trip: false while this instance knows the circuit to be open. */
   mayAdmit(now: number): boolean {
     return this.seen === 'closed' || now >= this.blockedUntil;
+  }
+
+  /**
+   * acquire's answer when it needs no round trip (the memory store, or a shared one seen closed
+   * lately); undefined when only acquire can tell.
+   */
+  admitNow(): Admission | undefined {
+    const now = this.clock();
+    if (this.knownClosed(now)) return ADMITTED;
+    if (!this.local) return undefined;
+    let acquired: Acquired;
+    try {
+      acquired = this.local.acquireNow(this.name, this.config, now);
+    } catch (err) {
+      this.storeFailed(err, 'acquire');
+      return ADMITTED;
+    }
+    return this.admitted(acquired, now);
   }
 
   async acquire(): Promise<Admission> {
@@ -101,6 +124,11 @@ export class Breaker {
       this.storeFailed(err, 'acquire');
       return ADMITTED;
     }
+    return this.admitted(acquired, now);
+  }
+
+  /** What the store's answer to an acquire means for the call. */
+  private admitted(acquired: Acquired, now: number): Admission {
     this.syncedAt = now;
     if (!acquired.allowed) {
       this.blockedUntil = acquired.retryAt;
@@ -116,7 +144,8 @@ export class Breaker {
     return { ok: true, permit: { probe: acquired.probe } };
   }
 
-  async record(permit: Permit, ok: boolean, detail?: string): Promise<void> {
+  /** Tells the store how the attempt went; a promise only when that is a round trip. */
+  record(permit: Permit, ok: boolean, detail?: string): Promise<void> | undefined {
     if (this.store.shared && ok && permit.probe === undefined && this.seen === 'closed') {
       this.pending += 1;
       if (this.flushTimer === undefined && !this.closed) {
@@ -125,9 +154,20 @@ export class Breaker {
         }, this.syncMs);
         this.flushTimer.unref();
       }
-      return;
+      return undefined;
     }
-    await this.send(this.clock(), ok, permit.probe, this.takePending(), detail);
+    const now = this.clock();
+    const successes = this.takePending();
+    if (!this.local) return this.send(now, ok, permit.probe, successes, detail);
+    let recorded: Recorded;
+    try {
+      recorded = this.local.recordNow(this.name, this.config, ok, permit.probe, now, successes);
+    } catch (err) {
+      this.storeFailed(err, 'record');
+      return undefined;
+    }
+    this.learn(recorded, now, detail);
+    return undefined;
   }
 
   /** Gives an unused probe back so another caller may probe at once. */
@@ -173,6 +213,11 @@ export class Breaker {
       this.storeFailed(err, 'record');
       return;
     }
+    this.learn(recorded, now, detail);
+  }
+
+  /** What a recorded outcome tells of the circuit. */
+  private learn(recorded: Recorded, now: number, detail: string | undefined): void {
     this.syncedAt = now;
     if (recorded.openUntil !== undefined) this.blockedUntil = recorded.openUntil;
     const reason = recorded.reason === undefined ? undefined : detail ? `${recorded.reason}; last: ${detail}` : recorded.reason;

@@ -28,9 +28,10 @@ export interface UpstreamCall {
   maxAttempts?: number;
   /**
    * Called before every HTTP request, 429 retries included (they count against rate limits
-   * too), with the 1-based number of that request. A throw stops the call and is rethrown as is.
+   * too), with the 1-based number of that request; awaited when it returns a promise. A throw
+   * (or a rejection) stops the call and is rethrown as is.
    */
-  beforeAttempt?: (attempt: number) => Promise<void>;
+  beforeAttempt?: (attempt: number) => Promise<void> | undefined;
   /**
    * The whole chain is rate-limited: every provider that could take the call has all its keys
    * cooling after 429s. The argument is how long until the first of them may be used again.

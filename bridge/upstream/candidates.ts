@@ -61,6 +61,34 @@ export async function select(candidates: Member[], start: number, clock: () => n
   return { kind: 'none', reasons: skipped.reasons, retryAt: skipped.retryAt };
 }
 
+/**
+ * select's answer when it is the candidate at `start`, ready now, and its breaker admits the
+ * call without a round trip (the common case: the memory store, or Redis seen closed lately);
+ * undefined when select must scan (nothing is taken then: no key picked, no probe granted).
+ */
+export function selectNow(candidates: Member[], start: number, clock: () => number): Extract<Selection, { kind: 'go' }> | undefined {
+  const position = start % candidates.length;
+  const member = candidates[position] as Member;
+  const { provider, breaker } = member;
+  const now = clock();
+  const keysReady = provider.keys.readyAt(now);
+  if (keysReady === undefined || keysReady > now) return undefined;
+  let permit = NO_PROBE;
+  if (breaker) {
+    const admission = breaker.admitNow();
+    // Refused: select asks again and hears the same (a refusal changes nothing in the store).
+    if (!admission?.ok) return undefined;
+    permit = admission.permit;
+  }
+  const keyIndex = provider.keys.pick(clock());
+  if (keyIndex === undefined) {
+    // Only if the clock went back since readyAt: select scans again from the start.
+    void breaker?.release(permit);
+    return undefined;
+  }
+  return { kind: 'go', member, position, keyIndex, permit };
+}
+
 /** A key and permit on `member`, or undefined (and why, in `skipped`). */
 async function tryMember(member: Member, clock: () => number, skipped: Skipped): Promise<{ keyIndex: number; permit: Permit } | undefined> {
   const { provider, breaker } = member;

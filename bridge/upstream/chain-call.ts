@@ -5,7 +5,7 @@ import { lazyChild, type LazyLog, type Logger } from '../logger.js';
 import { sleep, throwIfAborted } from './abortable.js';
 import { backoffDelayMs, type BackoffOptions } from './backoff.js';
 import type { UpstreamCall, UpstreamResult } from './call.js';
-import { chainReadyAt, peek, select, type Chosen, type Member } from './candidates.js';
+import { chainReadyAt, peek, select, selectNow, type Chosen, type Member } from './candidates.js';
 import type { Outcome, Provider } from './provider.js';
 import type { AnswerShape } from './response.js';
 
@@ -77,7 +77,8 @@ export class ChainCall {
     for (;;) {
       const waiting = this.waitForTurn();
       if (waiting) await waiting;
-      const chosen = await this.choose();
+      const choice = selectNow(this.candidates, this.progress.position, this.settings.clock) ?? this.choose();
+      const chosen = choice instanceof Promise ? await choice : choice;
       if (chosen === undefined) continue;
       const outcome = await this.attempt(chosen);
       if (outcome.kind === 'ok') return this.answered(chosen.member.provider, outcome);
@@ -104,7 +105,10 @@ export class ChainCall {
     this.checkDeadline(Date.now());
   }
 
-  /** The provider and key for the next attempt; undefined when a cooled key must be waited for first. */
+  /**
+   * The provider and key for the next attempt (the scan when selectNow could not tell);
+   * undefined when a cooled key must be waited for first.
+   */
   private async choose(): Promise<Chosen | undefined> {
     const { progress, settings } = this;
     const selection = await select(this.candidates, progress.position, settings.clock);
@@ -128,6 +132,9 @@ export class ChainCall {
     const { payload, model } = this.payloadFor(member.provider);
     let outcome: Outcome;
     try {
+      this.progress.requests += 1;
+      const before = this.req.beforeAttempt?.(this.progress.requests);
+      if (before) await before;
       outcome = await this.send(member.provider, keyIndex, payload, model);
     } catch (err) {
       // The attempt never ran (or was aborted): hand a half-open probe back at once.
@@ -135,14 +142,14 @@ export class ChainCall {
       throw err;
     }
     // The breaker learns about the provider's health only; 4xx answers show it is up.
-    await member.breaker?.record(permit, outcome.kind !== 'retry', outcome.kind === 'retry' ? outcome.message : undefined);
+    const recording = member.breaker?.record(permit, outcome.kind !== 'retry', outcome.kind === 'retry' ? outcome.message : undefined);
+    if (recording) await recording;
     return outcome;
   }
 
-  private async send(provider: Provider, keyIndex: number, payload: string, model: string): Promise<Outcome> {
+  /** After beforeAttempt (counted in progress.requests): checks the call may still start, then sends. */
+  private send(provider: Provider, keyIndex: number, payload: string, model: string): Promise<Outcome> {
     const { progress, req } = this;
-    progress.requests += 1;
-    if (req.beforeAttempt) await req.beforeAttempt(progress.requests);
     throwIfAborted(req.signal);
     // beforeAttempt may have waited (rate-limit tokens, lock lease), so look again.
     this.checkDeadline(Date.now());

@@ -19,13 +19,13 @@ function read(path: string): string {
   return readFileSync(new URL(path, LUA_DIR), 'utf8');
 }
 
-/** One function: its body, with `rcall` (redis.call cannot be read while a library loads) and, if it uses them, the fixed keys. */
+/** One function: its body, after setting `rcall` (redis.call cannot be read while a library loads) and, if it uses them, the fixed keys. */
 function registration(fnName: string, body: string): string {
   const uses = [...body.matchAll(INCLUDE_LINE)].map((m) => m[1] as string);
   const unknown = uses.filter((name) => !INCLUDES.includes(name));
   if (unknown.length > 0) throw new Error(`unknown Lua include ${unknown.join(', ')} in ${fnName}`);
   const prelude = uses.includes('keys') ? 'useKeys(ARGV)\n' : '';
-  const code = body.replace(INCLUDE_LINE, '').replace(/^local rcall = redis\.call$/m, '');
+  const code = body.replace(INCLUDE_LINE, '');
   return `redis.register_function('${fnName}', function(KEYS, ARGV)\nrcall = redis.call\n${prelude}${code}\nend)\n`;
 }
 

@@ -25,7 +25,7 @@ export class UsageBuffer {
     addTo(amounts, `${base}p`, record.promptTokens);
     addTo(amounts, `${base}c`, record.completionTokens);
     if (record.costUsd !== 0) addTo(amounts, `${base}usd`, record.costUsd);
-    this.timer ??= setTimeout(() => void this.flush().catch(() => undefined), FLUSH_MS).unref();
+    this.schedule();
   }
 
   /** Writes everything counted so far; one flush at a time. */
@@ -60,6 +60,11 @@ export class UsageBuffer {
       if (!amounts) this.hours.set(failedHour, (amounts = new Map()));
       addTo(amounts, field, amount);
     }
+    this.schedule();
+  }
+
+  /** A flush a second from now, unless one is due already; a failed one keeps its counts (keep). */
+  private schedule(): void {
     this.timer ??= setTimeout(() => void this.flush().catch(() => undefined), FLUSH_MS).unref();
   }
 }

@@ -5,7 +5,6 @@ ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] reply JSON  ARGV[3] device r
 ARGV[5] ttl ms
 Returns {'answered'} | {'duplicate_pending'} | {'duplicate_done', reply} | {'rate_limited', retryAfterMs}
 ]]
-local rcall = redis.call
 --- @include "keys"
 --- @include "window"
 --- @include "records"

@@ -16,7 +16,6 @@ claimed and has a cache key: 'leader', the leader's job key) | {'duplicate_pendi
 A cached answer is checked here rather than before, so a miss (the common case) costs one
 round trip; nothing is recorded for it (admit-answered does that).
 ]]
-local rcall = redis.call
 --- @include "keys"
 --- @include "members"
 --- @include "window"

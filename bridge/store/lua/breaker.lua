@@ -13,7 +13,6 @@ Fields: st c|o|h · until (open until) · probe (token) · pu (probe lease until
 Returns {state c|o|h, allowed 1|0, probe token, retryAt or openUntil, from state or '', reason}
 The probe is granted here, atomically: of any number of instances, one gets it.
 ]]
-local rcall = redis.call
 local key = KEYS[1]
 local op = ARGV[1]
 local now = tonumber(ARGV[2])

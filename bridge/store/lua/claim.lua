@@ -5,7 +5,6 @@ ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] owner  ARGV[3] max jobs  ARG
 ARGV[6] tpm or ''  ARGV[7] now ms
 Returns {claimed, expired, retryAt or ''} (includes/claiming.lua)
 ]]
-local rcall = redis.call
 --- @include "keys"
 --- @include "members"
 --- @include "window"

@@ -9,7 +9,6 @@ ARGV[6] owner or ''  ARGV[7] dead-letter entry JSON, or '' to keep none
 ARGV[8] cache value ('' = none) with ARGV[9] its ttl ms
 ARGV[10] '1' = end this job's coalescing flight (the same key as the cache entry)
 ]]
-local rcall = redis.call
 --- @include "keys"
 --- @include "members"
 --- @include "records"

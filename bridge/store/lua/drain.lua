@@ -4,7 +4,6 @@ KEYS[1] the queue (routes the call; includes/keys.lua)
 ARGV[1] the key prefix (includes/keys.lua)
 Returns flat {jobJSON, attempts}...
 ]]
-local rcall = redis.call
 --- @include "keys"
 --- @include "members"
 

@@ -8,7 +8,6 @@ KEYS[2i-1] cache:{cacheKey of job i}  KEYS[2i] its flight (the same key)
 ARGV[1] lease ms  ARGV[2] now ms  ARGV[2+i] job i's key
 Returns, flat, per job: 'answer', answer JSON | 'leader', the leader's job key.
 ]]
-local rcall = redis.call
 --- @include "cache"
 --- @include "flight"
 

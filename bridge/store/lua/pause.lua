@@ -3,7 +3,6 @@ The pause is a field of the budget's hash, which then lives at least as long as 
 KEYS[1] the queue (routes the call; includes/keys.lua)
 ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] until ms  ARGV[3] now ms
 ]]
-local rcall = redis.call
 --- @include "keys"
 
 local untilMs, now = tonumber(ARGV[2]), tonumber(ARGV[3])

@@ -6,7 +6,6 @@ KEYS[1] the queue (routes the call; includes/keys.lua)
 ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] now ms  ARGV[3] max attempts  ARGV[4] most leases handled in one call
 Returns flat {jobJSON, attempts}... of the exhausted jobs.
 ]]
-local rcall = redis.call
 --- @include "keys"
 --- @include "members"
 --- @include "records"

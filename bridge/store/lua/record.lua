@@ -7,7 +7,6 @@ KEYS[1] the job's record
 ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] owner  ARGV[3] reply JSON
 Returns {'recorded'} | {'kept', the reply recorded earlier} | {'lost'} (owner holds no lease)
 ]]
-local rcall = redis.call
 --- @include "keys"
 --- @include "members"
 --- @include "records"

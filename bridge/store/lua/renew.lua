@@ -3,7 +3,6 @@ KEYS[1] the queue (routes the call; includes/keys.lua)
 ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] owner  ARGV[3] lease ms  ARGV[4] now ms  ARGV[5..] job keys
 Returns one 1 (renewed) or 0 (lost) per job key.
 ]]
-local rcall = redis.call
 --- @include "keys"
 --- @include "members"
 --- @include "records"

@@ -4,7 +4,6 @@ ARGV[1] the key prefix (includes/keys.lua); then per entry, 7 values:
   raw dead-letter entry, job key, job JSON, score, priority, lockId or '-', token estimate
 Returns how many entries were replayed (an entry already gone from the list is skipped).
 ]]
-local rcall = redis.call
 --- @include "keys"
 --- @include "members"
 --- @include "records"

@@ -3,7 +3,6 @@ its bucket is still in the rolling window (includes/window.lua).
 KEYS[1] the queue (routes the call; includes/keys.lua)
 ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] call id (bucket:estimate)  ARGV[3] reported tokens
 ]]
-local rcall = redis.call
 --- @include "keys"
 
 local bucket, estimate = string.match(ARGV[2], '^(-?%d+):(%d+)$')

@@ -3,7 +3,6 @@ KEYS[1] the queue (routes the call; includes/keys.lua)
 ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] tokens  ARGV[3] rpm  ARGV[4] tpm or ''  ARGV[5] now ms
 Returns {1, callId} when taken, {0, retryAt} when not.
 ]]
-local rcall = redis.call
 --- @include "keys"
 --- @include "window"
 --- @include "claiming"

@@ -7,7 +7,6 @@ KEYS[7] calltokens  KEYS[8] pause
 ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] now ms  ARGV[3..] job keys
 Returns how many jobs were moved.
 ]]
-local rcall = redis.call
 --- @include "keys"
 --- @include "members"
 --- @include "records"

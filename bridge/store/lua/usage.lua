@@ -5,7 +5,6 @@ hour's key gets its expiry with each flush.
 KEYS[1] usage:{hour}
 ARGV[1] keep ms  ARGV[2..] field, amount, field, amount, ...
 ]]
-local rcall = redis.call
 for i = 2, #ARGV, 2 do
   if string.sub(ARGV[i], -4) == '\tusd' then
     rcall('HINCRBYFLOAT', KEYS[1], ARGV[i], ARGV[i + 1])

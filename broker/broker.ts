@@ -15,6 +15,7 @@ import { createLocalEmitter } from './emitter.js';
 import { Identifier, type ReloadResult } from './identify.js';
 import { limitInboundQos2 } from './inbound-qos2.js';
 import { startListeners, type Listeners } from './listeners.js';
+import type { SlowDrop } from './stream-guard.js';
 import type { BrokerConfig } from './options.js';
 import { withoutPrototype } from './prototype-less.js';
 import { SubscriptionLimit } from './subscription-limit.js';
@@ -107,7 +108,6 @@ function limitOptions(config: BrokerConfig): AedesOptions {
   return {
     connectTimeout: config.connectTimeoutMs,
     keepaliveLimit: config.keepaliveLimitS,
-    drainTimeout: config.drainTimeoutMs,
     maxTopicLevels: MAX_TOPIC_LEVELS,
     // MQTT 5: tells v5 clients the in-flight window MAX_INFLIGHT_QOS2 enforces (inbound-qos2.ts).
     receiveMaximum: config.maxInflightQos2,
@@ -136,9 +136,11 @@ function watchClients(aedes: Aedes, ctx: BrokerContext, subscriptions: Subscript
 async function openListeners(aedes: Aedes, ctx: BrokerContext): Promise<Listeners> {
   const { config, refusals } = ctx;
   try {
-    return await startListeners(config, aedes, ctx.connections, ctx.log, () => (refusals.tls += 1), {
+    const hooks = { tlsRefused: () => (refusals.tls += 1), slowDropped: (reason: SlowDrop) => (refusals.slow[reason] += 1) };
+    return await startListeners(config, aedes, ctx.connections, ctx.log, hooks, {
       maxPacketBytes: maxPacketBytes(config),
       maxBacklogBytes: config.maxClientBacklogBytes ?? DEFAULT_MAX_CLIENT_BACKLOG_BYTES,
+      drainTimeoutMs: config.drainTimeoutMs,
     });
   } catch (err) {
     await closeAedes(aedes);

@@ -6,6 +6,7 @@ import type { Identity } from './acl.js';
 import type { ConnectionInfo } from './listeners.js';
 import type { BrokerConfig } from './options.js';
 import type { QuietClients } from './puback-refusal.js';
+import type { SlowDrop } from './stream-guard.js';
 
 /** Counts of refused operations, for metrics. */
 export interface Refusals {
@@ -19,6 +20,8 @@ export interface Refusals {
   throttled: number;
   /** TLS handshakes refused (no or an untrusted client certificate, an old protocol). */
   tls: number;
+  /** Connections dropped for not reading what they were sent, by reason. */
+  slow: Record<SlowDrop, number>;
 }
 
 export interface BrokerContext {
@@ -38,7 +41,7 @@ export function createContext(config: BrokerConfig, log: Logger): BrokerContext 
   return {
     config,
     log,
-    refusals: { publish: 0, subscribe: 0, connect: 0, login: 0, throttled: 0, tls: 0 },
+    refusals: { publish: 0, subscribe: 0, connect: 0, login: 0, throttled: 0, tls: 0, slow: { backlog: 0, drain_timeout: 0 } },
     identities: new WeakMap(),
     connectPackets: new WeakMap(),
     quiet: new WeakSet(),

@@ -6,11 +6,11 @@ import { once } from 'node:events';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
-import type { Aedes } from 'aedes';
+import type { Aedes, Client } from 'aedes';
 import { WebSocketServer, createWebSocketStream } from 'ws';
 import { ConfigError, ListenError } from '../contract/index.js';
 import type { ListenerOptions } from './options.js';
-import { guardStream, type StreamLimits } from './stream-guard.js';
+import { deliverWithoutWaiting, guardStream, type SlowDrop, type StreamLimits } from './stream-guard.js';
 import type { Logger } from 'pino';
 
 /** Binds a server; a busy port becomes a ListenError naming the variable to change. */
@@ -76,8 +76,15 @@ interface Intake {
   readonly connections: WeakMap<object, ConnectionInfo>;
   readonly log: Logger;
   readonly limits: StreamLimits;
+  readonly hooks: ListenerHooks;
   readonly sockets: Set<Socket>;
   readonly servers: Array<{ close(): unknown }>;
+}
+
+/** What the listeners count (metrics). */
+export interface ListenerHooks {
+  tlsRefused(): void;
+  slowDropped(reason: SlowDrop): void;
 }
 
 export async function startListeners(
@@ -85,16 +92,16 @@ export async function startListeners(
   aedes: Aedes,
   connections: WeakMap<object, ConnectionInfo>,
   log: Logger,
-  onTlsRefused: () => void,
+  hooks: ListenerHooks,
   limits: StreamLimits,
 ): Promise<Listeners> {
-  const intake: Intake = { config, aedes, connections, log, limits, sockets: new Set(), servers: [] };
+  const intake: Intake = { config, aedes, connections, log, limits, hooks, sockets: new Set(), servers: [] };
   const close = (): void => {
     for (const server of intake.servers) server.close();
   };
   try {
     const mqttPort = await listenTcp(intake);
-    const tlsPort = config.mqttTlsPort === undefined ? undefined : await listenTls(intake, config.mqttTlsPort, onTlsRefused);
+    const tlsPort = config.mqttTlsPort === undefined ? undefined : await listenTls(intake, config.mqttTlsPort);
     const wsPort = config.mqttWsPort === undefined ? undefined : await listenWebSocket(intake, config.mqttWsPort);
     return { mqttPort, tlsPort, wsPort, sockets: intake.sockets, close };
   } catch (err) {
@@ -113,7 +120,9 @@ function track(intake: Intake, socket: Socket): void {
 /** Gives Aedes a connection, guarded by the stream limits, and records what it is. */
 function hand(intake: Intake, conn: Duplex, info: ConnectionInfo, req?: IncomingMessage): void {
   intake.connections.set(conn, info);
-  intake.aedes.handle(guardStream(conn, intake.limits, intake.log), req);
+  let client: Client | undefined;
+  const guarded = guardStream(conn, intake.limits, intake.log, { clientId: () => client?.id, dropped: intake.hooks.slowDropped });
+  client = deliverWithoutWaiting(intake.aedes.handle(guarded, req));
 }
 
 async function listenTcp(intake: Intake): Promise<number> {
@@ -128,11 +137,11 @@ async function listenTcp(intake: Intake): Promise<number> {
   return port;
 }
 
-async function listenTls(intake: Intake, tlsPort: number, onTlsRefused: () => void): Promise<number> {
+async function listenTls(intake: Intake, tlsPort: number): Promise<number> {
   const { config, log } = intake;
   const { server: tls, mtls } = createTlsListener(intake);
   tls.on('tlsClientError', (err: Error, socket: TLSSocket) => {
-    onTlsRefused();
+    intake.hooks.tlsRefused();
     log.warn({ address: socket.remoteAddress, err: err.message }, 'TLS handshake refused');
   });
   intake.servers.push(tls);

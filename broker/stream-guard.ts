@@ -1,6 +1,7 @@
-// Per-connection stream limits (packet size, outgoing backlog) and write coalescing, applied
-// to every transport's connection before Aedes reads from it.
+// Per-connection stream limits (packet size, outgoing backlog, drain time) and write
+// coalescing, applied to every transport's connection before Aedes reads from it.
 import type { Duplex } from 'node:stream';
+import type { Client } from 'aedes';
 import type { Logger } from 'pino';
 
 /** Per-connection stream limits, applied to every transport. */
@@ -9,6 +10,33 @@ export interface StreamLimits {
   maxPacketBytes: number;
   /** Largest unsent outgoing backlog; a connection whose backlog exceeds it is dropped. */
   maxBacklogBytes: number;
+  /** A connection whose socket stays full (no 'drain') this long is dropped. */
+  drainTimeoutMs: number;
+}
+
+/** Why a connection was dropped for not reading what it is sent. */
+export type SlowDrop = 'backlog' | 'drain_timeout';
+
+/** What a guarded connection tells its owner. */
+export interface GuardHooks {
+  /** The MQTT client id, once CONNECT named it (for the log line). */
+  clientId(): string | undefined;
+  /** Counted in metrics. */
+  dropped(reason: SlowDrop): void;
+}
+
+/**
+ * Aedes makes a delivery wait for the receiving socket's 'drain' once that socket's buffer is
+ * over its high-water mark, and a publish completes only once every delivery has: one
+ * subscriber that stops reading (a frozen SCADA PC) then holds back every reply it also
+ * receives, for every device, until it is dropped. Here a delivery completes as soon as its
+ * packet is buffered; the buffer stays bounded by the backlog limit and the drain timeout
+ * of guardStream.
+ */
+export function deliverWithoutWaiting(client: Client): Client {
+  (client as unknown as { waitForDrain(done: (err: Error | null, c: Client) => void): void }).waitForDrain = (done) =>
+    setImmediate(done, null, client);
+  return client;
 }
 
 /**
@@ -27,8 +55,10 @@ export interface StreamLimits {
  * - Backlog: every write Aedes makes goes through `conn.write`; it is wrapped to check
  *   `writableLength` after each call and drop the connection on the next tick when the unsent
  *   backlog exceeds `maxBacklogBytes` (deferred so the packet being written completes first).
+ * - Drain: a write that leaves the buffer over its high-water mark starts a timer; the
+ *   connection is dropped unless it drains within `drainTimeoutMs`.
  */
-export function guardStream<T extends Duplex>(conn: T, limits: StreamLimits, log: Logger): T {
+export function guardStream<T extends Duplex>(conn: T, limits: StreamLimits, log: Logger, hooks: GuardHooks): T {
   const scanner = new PacketSizeScanner(limits.maxPacketBytes);
   const read = conn.read.bind(conn);
   conn.read = ((size?: number): unknown => {
@@ -42,6 +72,30 @@ export function guardStream<T extends Duplex>(conn: T, limits: StreamLimits, log
   }) as T['read'];
 
   let dropping = false;
+  const drop = (reason: SlowDrop, msg: string): void => {
+    dropping = true;
+    const backlog = conn.writableLength;
+    log.warn({ clientId: hooks.clientId(), backlog, reason }, msg);
+    hooks.dropped(reason);
+    // Deferred so the packet being written completes first.
+    process.nextTick(() => conn.destroy(new Error(`${msg} (${backlog} bytes unsent)`)));
+  };
+  let drainTimer: NodeJS.Timeout | undefined;
+  const drained = (): void => {
+    clearTimeout(drainTimer);
+    drainTimer = undefined;
+  };
+  conn.once('close', drained);
+  const watchDrain = (): void => {
+    if (drainTimer !== undefined) return;
+    conn.once('drain', drained);
+    drainTimer = setTimeout(() => {
+      drainTimer = undefined;
+      if (!dropping && !conn.destroyed) drop('drain_timeout', 'connection dropped: not drained within DRAIN_TIMEOUT_MS');
+    }, limits.drainTimeoutMs);
+    drainTimer.unref();
+  };
+
   let corked = false;
   const uncork = (): void => {
     corked = false;
@@ -55,11 +109,11 @@ export function guardStream<T extends Duplex>(conn: T, limits: StreamLimits, log
       setImmediate(uncork);
     }
     const result = write(...args);
-    if (!dropping && conn.writableLength > limits.maxBacklogBytes) {
-      dropping = true;
-      const backlog = conn.writableLength;
-      log.warn({ backlog, limit: limits.maxBacklogBytes }, 'connection dropped: outgoing backlog over MAX_CLIENT_BACKLOG_BYTES');
-      process.nextTick(() => conn.destroy(new Error(`outgoing backlog ${backlog} bytes over ${limits.maxBacklogBytes}`)));
+    if (dropping) return result;
+    if (conn.writableLength > limits.maxBacklogBytes) {
+      drop('backlog', 'connection dropped: outgoing backlog over MAX_CLIENT_BACKLOG_BYTES');
+    } else if (!result) {
+      watchDrain();
     }
     return result;
   }) as T['write'];

@@ -18,13 +18,14 @@ export function checkChat(body: Record<string, unknown>): string | null {
   return null;
 }
 
-/** The chat.completion for a checked body; `seq` numbers the completion id. */
-export function chatAnswer(body: Record<string, unknown>, seq: number): unknown {
+/** The chat.completion for a checked body; `seq` numbers the completion id; content padded to `answerBytes`. */
+export function chatAnswer(body: Record<string, unknown>, seq: number, answerBytes = 0): unknown {
   const model = typeof body.model === 'string' && body.model !== '' ? body.model : DEFAULT_MODEL;
   const messages = Array.isArray(body.messages) ? body.messages : [];
   const lastUser = [...messages].reverse().find((m) => isRecord(m) && m.role === 'user');
   const question = isRecord(lastUser) ? contentText(lastUser.content) : '';
-  const content = `sim answer to: ${question.slice(0, 80)}`;
+  const quoted = `sim answer to: ${question.slice(0, 80)}`;
+  const content = quoted.length >= answerBytes ? quoted : quoted + ' ' + '.'.repeat(answerBytes - quoted.length - 1);
   const promptText = messages.map((m) => (isRecord(m) ? contentText(m.content) : '')).join('\n');
   const promptTokens = estimateTokens(promptText);
   const completionTokens = estimateTokens(content);

@@ -5,7 +5,8 @@ import { checkUpstreamSimOptions, startUpstreamSim, type UpstreamSimOptions } fr
 import { UsageError } from '../contract/index.js';
 
 const USAGE = `usage: upstream-sim --port 8080 --latency-ms 50 [--jitter-ms 10] [--error-rate 0.05]
-  [--rate-limit-rpm 600] [--hang-rate 0] [--revoked-keys k1,k2] [--host 127.0.0.1]`;
+  [--rate-limit-rpm 600] [--hang-rate 0] [--revoked-keys k1,k2] [--host 127.0.0.1]
+  [--answer-bytes 0]  pad every chat answer's content to this many bytes`;
 
 // CLI flag names, so messages name what the user typed rather than the option property.
 const FLAGS = {
@@ -17,6 +18,7 @@ const FLAGS = {
   hangRate: 'hang-rate',
   revokedKeys: 'revoked-keys',
   host: 'host',
+  answerBytes: 'answer-bytes',
 } as const satisfies Record<keyof UpstreamSimOptions, string>;
 
 function parse(argv: string[]): UpstreamSimOptions {
@@ -47,11 +49,13 @@ function parse(argv: string[]): UpstreamSimOptions {
   const errorRate = num(FLAGS.errorRate);
   const rateLimitRpm = num(FLAGS.rateLimitRpm);
   const hangRate = num(FLAGS.hangRate);
+  const answerBytes = num(FLAGS.answerBytes);
   if (latencyMs !== undefined) opts.latencyMs = latencyMs;
   if (jitterMs !== undefined) opts.jitterMs = jitterMs;
   if (errorRate !== undefined) opts.errorRate = errorRate;
   if (rateLimitRpm !== undefined) opts.rateLimitRpm = rateLimitRpm;
   if (hangRate !== undefined) opts.hangRate = hangRate;
+  if (answerBytes !== undefined) opts.answerBytes = answerBytes;
   const revoked = values[FLAGS.revokedKeys];
   if (typeof revoked === 'string') opts.revokedKeys = revoked.split(',').map((k) => k.trim()).filter(Boolean);
   const problem = checkUpstreamSimOptions(opts);

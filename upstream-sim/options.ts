@@ -21,6 +21,8 @@ export interface UpstreamSimOptions {
    * invalid_api_key), before any scripted step or random fault. Default none.
    */
   revokedKeys?: string[];
+  /** Pads each chat answer's content to at least this many bytes (large replies); default 0. */
+  answerBytes?: number;
 }
 
 export type UpstreamSimSettings = Required<Omit<UpstreamSimOptions, 'rateLimitRpm'>> & {
@@ -43,6 +45,9 @@ export function checkUpstreamSimOptions(opts: Partial<UpstreamSimOptions>): stri
   if (opts.rateLimitRpm !== undefined && !(Number.isInteger(opts.rateLimitRpm) && opts.rateLimitRpm > 0)) {
     return `rateLimitRpm must be a positive integer, got ${opts.rateLimitRpm}`;
   }
+  if (opts.answerBytes !== undefined && !(Number.isInteger(opts.answerBytes) && opts.answerBytes >= 0 && opts.answerBytes <= 16_777_216)) {
+    return `answerBytes must be an integer from 0 to 16777216, got ${opts.answerBytes}`;
+  }
   return (
     nonNegative('latencyMs', opts.latencyMs) ??
     nonNegative('jitterMs', opts.jitterMs) ??
@@ -64,6 +69,7 @@ export function settingsFrom(opts: UpstreamSimOptions): UpstreamSimSettings {
     rateLimitRpm: opts.rateLimitRpm,
     hangRate: opts.hangRate ?? 0,
     revokedKeys: opts.revokedKeys ?? [],
+    answerBytes: opts.answerBytes ?? 0,
   };
 }
 

@@ -21,7 +21,7 @@ interface InferenceRoute {
 const INFERENCE = new Map<string, InferenceRoute>([
   [
     '/v1/chat/completions',
-    { defaultModel: DEFAULT_MODEL, check: checkChat, answer: (state, body) => chatAnswer(body, ++state.completionSeq) },
+    { defaultModel: DEFAULT_MODEL, check: checkChat, answer: (state, body) => chatAnswer(body, ++state.completionSeq, state.settings.answerBytes) },
   ],
   ['/v1/embeddings', { defaultModel: EMBEDDING_MODEL, check: checkEmbeddings, answer: (_state, body) => embeddingsAnswer(body) }],
 ]);

@@ -85,7 +85,7 @@ export async function openExternal(
     connected: () => connections.every((c) => c.ready()),
     clientIds: () => [],
     clientCount: () => 0,
-    refusals: () => ({ publish: 0, subscribe: 0, connect: 0 }),
+    refusals: () => ({ publish: 0, subscribe: 0, connect: 0, slow: { backlog: 0, drain_timeout: 0 } }),
     ports: {},
     reloadAuth: () => log.info('AUTH_FILE does not apply with BROKER_URL: the broker authenticates devices'),
     async quiesce() {

@@ -1,6 +1,10 @@
 // The broker port: everything the bridge needs from MQTT, whichever broker carries it.
 // `embedded` runs Aedes in this process; `external` joins the plant's broker as a client.
+import type { Refusals } from '../../broker/broker.js';
 import type { Publish } from '../../contract/index.js';
+
+/** Refused operations and dropped slow clients, counted by the embedded broker (metrics). */
+export type BrokerRefusals = Pick<Refusals, 'publish' | 'subscribe' | 'connect' | 'slow'>;
 
 export interface MqttPort {
   readonly mode: 'embedded' | 'external';
@@ -13,7 +17,7 @@ export interface MqttPort {
   /** How many of them, without listing them (metrics read it at every scrape). */
   clientCount(): number;
   /** Refused operations, for metrics (embedded only: the plant's broker refuses its own). */
-  refusals(): { publish: number; subscribe: number; connect: number };
+  refusals(): BrokerRefusals;
   /** Ports this instance listens on for MQTT (none with an external broker). */
   readonly ports: { mqtt?: number; mqttTls?: number; mqttWs?: number };
   /** Re-reads AUTH_FILE on SIGHUP (embedded only). */

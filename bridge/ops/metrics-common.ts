@@ -2,6 +2,7 @@
 // buckets, and the sources read from the rest of the bridge at scrape (or snapshot) time.
 import { ERROR_CODES, PRIORITIES } from '../../contract/index.js';
 import type { ShedReason } from '../intake/overload.js';
+import type { BrokerRefusals } from '../mqtt/port.js';
 import type { QueueDepth } from '../store/types.js';
 import type { CircuitState } from '../upstream/breaker.js';
 
@@ -32,7 +33,7 @@ export interface MetricsSources {
   inFlight(): number;
   providers(): Array<{ name: string; circuit: CircuitState }>;
   connectedClients(): number;
-  refusals(): { publish: number; subscribe: number; connect: number };
+  refusals(): BrokerRefusals;
 }
 
 /** The store's queue depth, or undefined when it failed or took over STORE_SCRAPE_TIMEOUT_MS. */

@@ -80,6 +80,17 @@ export function registerBrokerState(registers: Registry[], sources: MetricsSourc
       this.inc({ action: 'subscribe' }, subscribe);
     },
   });
+  new Counter({
+    name: `${PREFIX}mqtt_clients_dropped_total`,
+    help: 'MQTT connections dropped for not reading what they were sent (backlog over MAX_CLIENT_BACKLOG_BYTES, or not drained within DRAIN_TIMEOUT_MS)',
+    labelNames: ['reason'] as const,
+    registers,
+    collect() {
+      const { slow } = sources.refusals();
+      this.reset();
+      for (const [reason, count] of Object.entries(slow)) this.inc({ reason }, count);
+    },
+  });
 }
 
 /** One read shared by every caller until it settles: the next scrape starts a new one. */

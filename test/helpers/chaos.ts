@@ -27,6 +27,9 @@ export interface ChaosDeviceOptions {
   clean?: boolean;
   /** 0 = never reconnect. */
   reconnectPeriod?: number;
+  /** AUTH_FILE credentials. */
+  username?: string;
+  password?: string;
 }
 
 /**
@@ -42,6 +45,7 @@ export async function connectChaosDevice(port: number, clientId: string, options
     reconnectPeriod: options.reconnectPeriod ?? 200,
     connectTimeout: 2000,
     keepalive: 30,
+    ...(options.username === undefined ? {} : { username: options.username, password: options.password }),
   });
   const deviceId = clientId.split('.')[0] as string;
   const replies: SeenReply[] = [];

@@ -11,7 +11,7 @@ const sources = (queueDepth: MetricsSources['queueDepth']): MetricsSources => ({
     { name: 'fallback', circuit: 'half-open' },
   ],
   connectedClients: () => 7,
-  refusals: () => ({ publish: 2, subscribe: 1, connect: 4 }),
+  refusals: () => ({ publish: 2, subscribe: 1, connect: 4, slow: { backlog: 1, drain_timeout: 2 } }),
 });
 
 describe('BridgeMetrics', () => {
@@ -29,6 +29,7 @@ describe('BridgeMetrics', () => {
     expect(sampleValue(samples, 'edge_ai_bridge_auth_refusals_total')).toBe(4);
     expect(sampleValue(samples, 'edge_ai_bridge_acl_refusals_total', { action: 'publish' })).toBe(2);
     expect(sampleValue(samples, 'edge_ai_bridge_acl_refusals_total', { action: 'subscribe' })).toBe(1);
+    expect(sampleValue(samples, 'edge_ai_bridge_mqtt_clients_dropped_total', { reason: 'drain_timeout' })).toBe(2);
     const snapshot = await metrics.snapshot('bridge-x');
     expect(snapshot.queueDepth).toBeNull();
     expect(snapshot.upstream).toEqual([

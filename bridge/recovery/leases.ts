@@ -4,8 +4,13 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/types.js';
 
-/** A lease outlives one attempt by this much (CONTRACT guarantee 1: takeover within timeout + 5 s). */
-const LEASE_MARGIN_MS = 5000;
+/**
+ * A lease outlives one attempt by this much: the longest pause (GC, SIGSTOP, a VM freeze) a
+ * lock holder survives without losing exclusivity (CONTRACT guarantee 6). Expiry + the reap
+ * interval + a claim and a call must stay within CONTRACT guarantee 1's takeover bound,
+ * UPSTREAM_TIMEOUT_MS + 5 s, counted from a kill right after a renewal.
+ */
+export const LEASE_MARGIN_MS = 3000;
 
 /** How long a claim leases a job: one whole attempt and the margin. */
 export function leaseMsFor(upstreamTimeoutMs: number): number {

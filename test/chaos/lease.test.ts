@@ -7,6 +7,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { leaseMsFor } from '../../bridge/recovery/leases.js';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
 import { startUpstreamSim, type RecordedRequest, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { connectChaosDevice, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
@@ -15,7 +16,7 @@ import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/
 
 const redis = connectRedis();
 const TIMEOUT_MS = 1500;
-const LEASE_MS = TIMEOUT_MS + 5000; // the scheduler's lease: timeout + 5 s
+const LEASE_MS = leaseMsFor(TIMEOUT_MS); // the scheduler's lease
 
 let services: ServiceProcess[] = [];
 let upstream: UpstreamSim | undefined;
@@ -56,7 +57,7 @@ describe('chaos: lock leases', () => {
   it('(a) a job whose retries outlive one lease keeps its lock by renewal', { timeout: 30_000 }, async () => {
     prefix = uniquePrefix('chaos-lease-a');
     upstream = await startUpstreamSim({ port: 0, latencyMs: 200 });
-    // Five timed-out attempts (5 × 1.5 s plus backoff) hold the lock well past one 6.5 s lease;
+    // Five timed-out attempts (5 × 1.5 s plus backoff) hold the lock well past one lease (4.5 s);
     // the sixth attempt is answered.
     upstream.script({ hang: true }, { hang: true }, { hang: true }, { hang: true }, { hang: true });
     // Five timeouts in a row would open the provider's circuit breaker (default: 5 consecutive

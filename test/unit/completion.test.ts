@@ -4,6 +4,7 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Publish, Reply } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
+import { leaseMsFor } from '../../bridge/recovery/leases.js';
 import { Results } from '../../bridge/results/results.js';
 import { Scheduler, type SchedulerConfig, type Upstream } from '../../bridge/scheduling/scheduler.js';
 import { MemoryStore } from '../../bridge/store/memory.js';
@@ -26,7 +27,7 @@ const CONFIG: SchedulerConfig = {
   prices: {},
   embeddingModel: 'text-embedding-3-small',
 };
-const LEASE_MS = CONFIG.upstreamTimeoutMs + 5000; // the scheduler's
+const LEASE_MS = leaseMsFor(CONFIG.upstreamTimeoutMs); // the scheduler's
 const LIMITS = { deviceRpm: 1000, queueMax: 1000 };
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -1,0 +1,146 @@
+// Chaos: a crash loop. The service (Redis store) is killed with SIGKILL 20 times, 2.5–4.5 s
+// apart, under steady load from devices with persistent sessions, and restarted on the same
+// port each time. Every acknowledged request must be answered, never two different ways
+// (docs/CONTRACT.md guarantee 1), each within UPSTREAM_TIMEOUT_MS + 5 s of the last kill it
+// lived through, and nothing held may be left in Redis afterwards (leases, locks, flights,
+// queued or live job records).
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { redisKeys } from '../../bridge/store/redis-keys.js';
+import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
+import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
+import { connectChaosDevice, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
+import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+
+const redis = connectRedis();
+const TIMEOUT_MS = 2000;
+/** CONTRACT guarantee 1: work of an instance that died is taken over within UPSTREAM_TIMEOUT_MS + 5 s. */
+const TAKEOVER_BOUND_MS = TIMEOUT_MS + 5000;
+const DEVICES = 4;
+const KILLS = 20;
+const SEND_EVERY_MS = 50; // 20 requests/s
+
+let services: ServiceProcess[] = [];
+let upstream: UpstreamSim | undefined;
+let devices: ChaosDevice[] = [];
+let prefix = '';
+
+afterEach(async () => {
+  await Promise.all(devices.map((d) => d.close().catch(() => undefined)));
+  await Promise.all(services.map((s) => s.stop('SIGKILL')));
+  await upstream?.close();
+  if (prefix) await deletePrefix(redis, prefix);
+  services = [];
+  devices = [];
+  upstream = undefined;
+  prefix = '';
+});
+afterAll(() => redis.disconnect());
+
+/** What a deployment still holds in Redis: anything but finished records, usage, windows and fences. */
+async function leftovers(p: string): Promise<Record<string, number>> {
+  const k = redisKeys(p);
+  const [leases, locks, queue, parked, deadlines] = await Promise.all([
+    redis.zcard(k.leases),
+    redis.hlen(k.locks),
+    redis.zcard(k.queue),
+    redis.zcard(k.parked),
+    redis.zcard(k.deadlines),
+  ]);
+  let liveRecords = 0;
+  let flights = 0;
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', k.pattern, 'COUNT', 1000);
+    cursor = next;
+    for (const key of keys) {
+      if (key.includes(':idem:') && (await redis.type(key)) === 'hash') liveRecords += 1;
+      if (key.includes(':cache:') && (await redis.get(key))?.startsWith('F')) flights += 1;
+    }
+  } while (cursor !== '0');
+  return { leases, locks, queue, parked, deadlines, liveRecords, flights };
+}
+
+describe('chaos: crash loop', () => {
+  it('20 SIGKILLs under load: every acknowledged request answered once, one way, within the takeover bound; nothing left held', { timeout: 180_000 }, async () => {
+    prefix = uniquePrefix('chaos-loop');
+    upstream = await startUpstreamSim({ port: 0, latencyMs: 300 });
+    const env = {
+      REDIS_URL,
+      REDIS_PREFIX: prefix,
+      UPSTREAM_URL: upstream.url,
+      UPSTREAM_TIMEOUT_MS: String(TIMEOUT_MS),
+      MAX_CONCURRENCY: '8',
+      RATE_LIMIT_RPM: '100000',
+      DEVICE_RATE_LIMIT_RPM: '100000',
+    };
+    let service = await startServiceProcess(env);
+    services.push(service);
+    const port = service.mqttPort;
+    const tag = randomBytes(3).toString('hex');
+    devices = await Promise.all(
+      Array.from({ length: DEVICES }, (_, i) => connectChaosDevice(port, `loop-${tag}-${i}`, { clean: false, reconnectPeriod: 200 })),
+    );
+
+    const sent = new Map<string, ChaosDevice>();
+    const acknowledged = new Set<string>();
+    let n = 0;
+    let sending = true;
+    const sender = (async () => {
+      while (sending) {
+        const device = devices[n % DEVICES] as ChaosDevice;
+        const id = `${device.deviceId}-r${n++}`;
+        sent.set(id, device);
+        // Different questions, so a second upstream call for one id would give a second answer.
+        device.publish('normal', { id, messages: [{ role: 'user', content: id }] }).then(
+          () => acknowledged.add(id),
+          () => undefined, // never acknowledged: not counted
+        );
+        await sleep(SEND_EVERY_MS);
+      }
+    })();
+
+    const kills: number[] = [];
+    for (let k = 0; k < KILLS; k += 1) {
+      await sleep(2500 + Math.random() * 2000);
+      service.child.kill('SIGKILL');
+      kills.push(Date.now());
+      await service.exited;
+      service = await startServiceProcess({ ...env, MQTT_PORT: String(port) });
+      services.push(service);
+    }
+    await sleep(3000);
+    sending = false;
+    await sender;
+
+    const repliesOf = (id: string) => (sent.get(id) as ChaosDevice).replies.filter((r) => r.id === id);
+    await waitUntil(() => [...acknowledged].every((id) => repliesOf(id).length > 0), 30_000, 200);
+
+    const missing = [...acknowledged].filter((id) => repliesOf(id).length === 0);
+    const differing = [...acknowledged].filter((id) => new Set(repliesOf(id).map((r) => r.raw)).size > 1);
+    // Time from the last kill a request lived through (sent before it, answered after) to its first reply.
+    let slowest = 0;
+    for (const id of acknowledged) {
+      const first = repliesOf(id)[0];
+      const lastKill = first && [...kills].reverse().find((t) => t < first.at);
+      if (first && lastKill !== undefined) slowest = Math.max(slowest, first.at - lastKill);
+    }
+    const duplicates = [...acknowledged].reduce((sum, id) => sum + Math.max(0, repliesOf(id).length - 1), 0);
+    const errors = [...acknowledged].filter((id) => repliesOf(id).some((r) => !r.ok));
+    const left = await leftovers(prefix);
+    console.log(
+      `[chaos crash loop] ${KILLS} kills, sent ${sent.size}, acknowledged ${acknowledged.size}, missing ${missing.length}, ` +
+        `answered two ways ${differing.length}, duplicates ${duplicates}, error replies ${errors.length}, ` +
+        `slowest answer after its last kill ${slowest} ms (bound ${TAKEOVER_BOUND_MS}), left in Redis ${JSON.stringify(left)}`,
+    );
+
+    expect(kills).toHaveLength(KILLS);
+    expect(acknowledged.size).toBeGreaterThan(KILLS * 40);
+    expect(missing).toEqual([]);
+    expect(differing).toEqual([]);
+    expect(errors).toEqual([]);
+    expect(slowest).toBeLessThanOrEqual(TAKEOVER_BOUND_MS);
+    expect(left).toEqual({ leases: 0, locks: 0, queue: 0, parked: 0, deadlines: 0, liveRecords: 0, flights: 0 });
+  });
+});

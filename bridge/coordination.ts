@@ -9,6 +9,7 @@ import type { Logger } from './logger.js';
 import { checkRedisPolicy, checkRedisVersion } from './store/redis-check.js';
 import { MemoryStore } from './store/memory.js';
 import { RedisStore } from './store/redis.js';
+import { RedisHealth } from './store/redis-health.js';
 import { redisKeys } from './store/redis-keys.js';
 import type { Store } from './store/types.js';
 
@@ -35,14 +36,14 @@ export function memoryCoordination(store: Store): Coordination {
 }
 
 export async function openCoordination(
-  config: Pick<Config, 'redisUrl' | 'redisPrefix' | 'brokerUrl'>,
+  config: Pick<Config, 'redisUrl' | 'redisPrefix' | 'redisTimeoutMs' | 'brokerUrl'>,
   logger: Logger,
 ): Promise<Coordination> {
   if (config.redisUrl === undefined) {
     return memoryCoordination(new MemoryStore());
   }
   const log = logger.child({ module: 'redis' });
-  const { redis, store } = await openRedisStore(config.redisUrl, config.redisPrefix, log);
+  const { redis, store, health } = await openRedisStore(config.redisUrl, config.redisPrefix, config.redisTimeoutMs, log);
 
   const channel = redisKeys(config.redisPrefix).instances;
   let presence: Presence;
@@ -55,6 +56,7 @@ export async function openCoordination(
       logger: log,
     });
   } catch (err) {
+    health.stop();
     redis.disconnect();
     throw new ConfigError('REDIS_URL', `cannot subscribe to ${channel}: ${(err as Error).message}`);
   }
@@ -65,6 +67,7 @@ export async function openCoordination(
     if (config.brokerUrl === undefined) plugins = await createClusterPlugins(config.redisUrl, config.redisPrefix, log, { presence });
   } catch (err) {
     await presence.leave();
+    health.stop();
     redis.disconnect();
     throw err;
   }
@@ -73,22 +76,25 @@ export async function openCoordination(
     store,
     plugins,
     redis,
-    healthy: () => redis.status === 'ready',
+    healthy: () => health.healthy(),
     instances: () => presence.instances,
     async close() {
       // Only now, with the broker closed: until then other instances must keep publishing through Redis.
       await presence.leave();
+      health.stop();
       await redis.quit().catch(() => redis.disconnect());
     },
   };
 }
 
 /** Connects, checks the server (version, eviction policy) and moves an older version's keys. */
-async function openRedisStore(url: string, prefix: string, log: Logger): Promise<{ redis: Redis; store: RedisStore }> {
+async function openRedisStore(url: string, prefix: string, timeoutMs: number, log: Logger): Promise<{ redis: Redis; store: RedisStore; health: RedisHealth }> {
   const redis = new Redis(url, {
     lazyConnect: true,
     connectionName: `edge-ai-bridge:${prefix}`,
     connectTimeout: CONNECT_TIMEOUT_MS,
+    // A stalled Redis keeps the socket open: a command it never answers fails after this.
+    commandTimeout: timeoutMs,
     // Fail fast while Redis is away: a request gets `unavailable` now rather than hanging.
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
@@ -122,14 +128,17 @@ async function openRedisStore(url: string, prefix: string, log: Logger): Promise
     throw new ConfigError('REDIS_URL', policy.problem.replace(/^REDIS_URL: /, ''));
   }
   if (policy.ok === 'unknown') log.warn({ reason: policy.reason }, 'cannot read maxmemory-policy; make sure it is noeviction');
-  const store = new RedisStore(redis, { prefix: prefix });
+  const health = new RedisHealth(redis, timeoutMs, log);
+  await health.start();
+  const store = new RedisStore(redis, { prefix, health });
   let moved: number;
   try {
     moved = await store.upgrade(Date.now());
   } catch (err) {
+    health.stop();
     redis.disconnect();
     throw err;
   }
   if (moved > 0) log.info({ jobs: moved }, 'moved the jobs an older version left in Redis to this version\'s layout');
-  return { redis, store };
+  return { redis, store, health };
 }

@@ -78,6 +78,7 @@ export const EnvSchema = z.object({
   HTTP_PORT: port.default(9464),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   REDIS_URL: url(['redis:', 'rediss:']).optional(),
+  REDIS_TIMEOUT_MS: int(100).default(2000),
   /** Not in the contract's table: names a deployment's keys, so several can share one Redis. */
   REDIS_PREFIX: z
     .string()

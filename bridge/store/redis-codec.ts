@@ -61,6 +61,9 @@ export function toAdmitResult([kind, detail]: [string, string?], script: string)
       return { kind, reply: parseReply(detail) };
     case 'rate_limited':
       return { kind, retryAfterMs: Number(detail) };
+    case 'late':
+      // Redis got it after the bridge had given up on it: nothing was written.
+      throw new BridgeError('unavailable', 'Redis answered too late');
     default:
       throw new BridgeError('internal', `${script} answered ${kind}`);
   }

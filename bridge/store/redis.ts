@@ -17,6 +17,7 @@ import {
   usageEntries,
 } from './redis-codec.js';
 import { Gather } from './gather.js';
+import type { RedisHealth } from './redis-health.js';
 import { UsageBuffer } from './usage-buffer.js';
 import { addMetric, emptyReport, hoursBetween } from './usage-report.js';
 import type {
@@ -55,6 +56,8 @@ type Step = 'admit' | 'claim' | 'take-rate' | 'pause' | 'renew' | 'record' | 'co
 export interface RedisStoreOptions {
   /** The deployment's key prefix; every key carries it as a hash tag. */
   prefix: string;
+  /** Whether Redis answers, and the admissions' cutoff (redis-health.ts); without it, neither is checked. */
+  health?: Pick<RedisHealth, 'healthy' | 'admitCutoff'>;
 }
 
 export class RedisStore implements Store {
@@ -64,11 +67,14 @@ export class RedisStore implements Store {
   /** The device has its reply by now: a completion can wait a moment for others to go with. */
   private readonly completions = new Gather(COMPLETE_GATHER_MS);
 
+  private readonly health: RedisStoreOptions['health'];
+
   constructor(
     private readonly redis: Redis,
     options: RedisStoreOptions,
   ) {
     this.keys = redisKeys(options.prefix);
+    this.health = options.health;
     this.usageBuffer = new UsageBuffer((hour, amounts) => this.run('usage', [this.keys.usage(String(hour))], usageArgs(amounts)).then(() => undefined));
   }
 
@@ -90,6 +96,7 @@ export class RedisStore implements Store {
       limits.queueMax,
       now,
       job.cacheKey === undefined ? '0' : '1',
+      this.health?.admitCutoff() ?? '',
     ];
     if (claim) {
       args.push(claim.owner, claim.max, claim.leaseMs, claim.rpm, claim.tpm ?? '');
@@ -259,7 +266,7 @@ export class RedisStore implements Store {
     const result = (await this.run(
       'admit-answered',
       [k.idem(job.key), k.quota(job.deviceId)],
-      [k.base, JSON.stringify(reply), limits.deviceRpm, now, ttlS * 1000],
+      [k.base, JSON.stringify(reply), limits.deviceRpm, now, ttlS * 1000, this.health?.admitCutoff() ?? ''],
     )) as [string, string?];
     return toAdmitResult(result, 'admit-answered');
   }
@@ -313,6 +320,8 @@ export class RedisStore implements Store {
   }
 
   private run(step: Step, keys: string[], args: LuaArg[]): Promise<unknown> {
+    // Known silent: refused at once rather than left to time out behind the others.
+    if (this.health?.healthy() === false) return Promise.reject(new BridgeError('unavailable', 'Redis is not answering'));
     return this.guard(library.call(this.redis, step, keys, args));
   }
 

@@ -4,7 +4,7 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ask, startHarness, type Harness } from '../helpers/harness.js';
+import { ask, sleep, startHarness, type Harness } from '../helpers/harness.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const cli = fileURLToPath(new URL('../../dist/bridge/cli.js', import.meta.url));
@@ -46,11 +46,15 @@ describe('edge-ai-bridge dlq and usage', () => {
     expect(await dlq('purge')).toBe('purged 1\n');
     expect(await dlq('list')).toBe('');
 
-    // `usage` reads the same deployment: the one answered call is counted for its device.
+    // `usage` reads the same deployment: the one answered call is counted for its device, once
+    // the instance has written its usage (once a second).
     const env = { PATH: process.env.PATH ?? '', REDIS_URL, REDIS_PREFIX: prefix };
-    const report = JSON.parse((await run(process.execPath, [cli, 'usage', '1'], { env })).stdout) as {
-      byDevice: Record<string, { requests: number; promptTokens: number }>;
-    };
+    type Report = { byDevice: Record<string, { requests: number; promptTokens: number }> };
+    let report: Report = { byDevice: {} };
+    for (let tries = 0; tries < 20 && report.byDevice['cam-5'] === undefined; tries += 1) {
+      if (tries > 0) await sleep(250);
+      report = JSON.parse((await run(process.execPath, [cli, 'usage', '1'], { env })).stdout) as Report;
+    }
     expect(report.byDevice['cam-5']?.requests).toBe(1);
     expect(report.byDevice['cam-5']?.promptTokens).toBe((second?.ok && second.usage?.prompt_tokens) || -1);
   });

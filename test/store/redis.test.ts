@@ -28,6 +28,32 @@ describeStoreContract('redis', {
 });
 
 describe('redis store', () => {
+  it('refuses an admission that reaches Redis after its cutoff, writing nothing, and every step while Redis is silent', async () => {
+    const prefix = uniquePrefix('late');
+    try {
+      const [seconds, micros] = await redis.time();
+      const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+      let healthy = true;
+      let cutoff = redisNow - 1; // already past: the bridge gave up on it
+      const store = new RedisStore(redis, { prefix, health: { healthy: () => healthy, admitCutoff: () => cutoff } });
+      const now = Date.now();
+      const limits = { deviceRpm: 10, queueMax: 10 };
+      const job = makeJob({ deviceId: 'cam-1', id: 'late-1', priority: 'normal', arrivalMs: now });
+      await expect(store.admit(job, limits, now)).rejects.toMatchObject({ code: 'unavailable' });
+      await expect(store.admitAnswered(job, makeReply(job), limits, 60, now)).rejects.toMatchObject({ code: 'unavailable' });
+      expect(await redis.exists(redisKeys(prefix).idem(job.key), redisKeys(prefix).queue, redisKeys(prefix).quota('cam-1'))).toBe(0);
+      cutoff = redisNow + 60_000;
+      expect((await store.admit(job, limits, now)).kind).toBe('queued');
+      healthy = false;
+      const other = makeJob({ deviceId: 'cam-1', id: 'late-2', priority: 'normal', arrivalMs: now });
+      await expect(store.admit(other, limits, now)).rejects.toMatchObject({ code: 'unavailable' });
+      await expect(store.claim({ owner: 'a', max: 1, leaseMs: 30_000, rpm: 10, tpm: 100 }, now)).rejects.toMatchObject({ code: 'unavailable' });
+      expect(await redis.exists(redisKeys(prefix).idem(other.key))).toBe(0);
+    } finally {
+      await deletePrefix(redis, prefix);
+    }
+  });
+
   it('is durable', () => {
     expect(new RedisStore(redis, { prefix: uniquePrefix() }).durable).toBe(true);
   });

@@ -7,12 +7,13 @@ With ARGV[12] = '1' (the job has a cache key): KEYS[3] cache:{cacheKey}, which a
 ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] job key  ARGV[3] job JSON  ARGV[4] score
 ARGV[5] deadline ms or ''  ARGV[6] priority  ARGV[7] lockId or '-'  ARGV[8] token estimate
 ARGV[9] device requests per minute  ARGV[10] QUEUE_MAX  ARGV[11] now ms  ARGV[12] '1' when a cache key follows
-ARGV[13] claim owner, or '' for no claim; then ARGV[14] max jobs  ARGV[15] lease ms
-ARGV[16] rpm  ARGV[17] tpm or ''
+ARGV[13] cutoff: Redis time (ms) after which the admission is refused unseen, or ''
+ARGV[14] claim owner, or '' for no claim; then ARGV[15] max jobs  ARGV[16] lease ms
+ARGV[17] rpm  ARGV[18] tpm or ''
 Returns {'queued'} | {'queued', claimed, expired, retryAt, lead kind, lead value} (with a
 claim; claimed/expired/retryAt as claim.lua's; the lead is '', '' unless the admitted job was
 claimed and has a cache key: 'leader', the leader's job key) | {'duplicate_pending'} |
-{'duplicate_done', reply} | {'rate_limited', retryAfterMs} | {'cached', answer JSON} | {'queue_full'}
+{'duplicate_done', reply} | {'rate_limited', retryAfterMs} | {'cached', answer JSON} | {'queue_full'} | {'late'}
 A cached answer is checked here rather than before, so a miss (the common case) costs one
 round trip; nothing is recorded for it (admit-answered does that).
 ]]
@@ -28,8 +29,9 @@ round trip; nothing is recorded for it (admit-answered does that).
 
 local key, data, score, deadline = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local now, kRecord, kCache = tonumber(ARGV[11]), KEYS[1], ARGV[12] == '1' and KEYS[3]
-local owner, leaseMs = ARGV[13], tonumber(ARGV[15])
-local rpm, tpm = tonumber(ARGV[16]), tonumber(ARGV[17])
+if tooLate(ARGV[13]) then return {'late'} end
+local owner, leaseMs = ARGV[14], tonumber(ARGV[16])
+local rpm, tpm = tonumber(ARGV[17]), tonumber(ARGV[18])
 local refused, quota = screen(kRecord, KEYS[2], tonumber(ARGV[9]), now)
 if refused then return refused end
 local waiting = 0
@@ -70,7 +72,7 @@ else
   writeJob(kRecord, 'j', data, 't', deadline)
   enqueue(score, deadline, member(rcall('INCR', K.seq)))
   if owner == '' then return {'queued'} end
-  claimed, expired, retryAt, keys = claimJobs(owner, tonumber(ARGV[14]), leaseMs, rpm, tpm, now)
+  claimed, expired, retryAt, keys = claimJobs(owner, tonumber(ARGV[15]), leaseMs, rpm, tpm, now)
 end
 local leadKind, leadValue = '', ''
 if kCache then

@@ -1,6 +1,14 @@
 -- The idempotency record and the device's quota, checked the same way by every admission.
 -- Needs records and window.
 
+-- An admission Redis receives after its cutoff (Redis time, ms; '' for none) is refused
+-- unseen: the bridge gave up waiting for it and answered `unavailable` (redis-health.ts).
+local function tooLate(cutoff)
+  if cutoff == '' then return false end
+  local t = rcall('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(cutoff)
+end
+
 -- The device's admissions: a rolling window counted per bucket (window.lua).
 local QUOTA_WINDOW_MS = 60000
 

@@ -1,6 +1,7 @@
 // Chooses the coordination the configuration asks for: in-process (no REDIS_URL) or one
 // Redis shared by every instance, for the bridge's store and the broker's plugins alike.
-import { Redis } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
+import { newRedis, type RedisEndpoint } from '../broker/redis-endpoint.js';
 import { createClusterPlugins, type ClusterPlugins } from '../broker/cluster.js';
 import { Presence } from '../broker/presence.js';
 import { ConfigError } from '../contract/index.js';
@@ -8,7 +9,7 @@ import type { Config } from './config/config.js';
 import type { Logger } from './logger.js';
 import { checkRedisPolicy, checkRedisVersion } from './store/redis-check.js';
 import { MemoryStore } from './store/memory.js';
-import { RedisStore } from './store/redis.js';
+import { RedisStore, type RedisStoreOptions } from './store/redis.js';
 import { RedisHealth } from './store/redis-health.js';
 import { redisKeys } from './store/redis-keys.js';
 import type { Store } from './store/types.js';
@@ -36,21 +37,21 @@ export function memoryCoordination(store: Store): Coordination {
 }
 
 export async function openCoordination(
-  config: Pick<Config, 'redisUrl' | 'redisPrefix' | 'redisTimeoutMs' | 'brokerUrl'>,
+  config: Pick<Config, 'redis' | 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas' | 'brokerUrl'>,
   logger: Logger,
 ): Promise<Coordination> {
-  if (config.redisUrl === undefined) {
+  if (config.redis === undefined) {
     return memoryCoordination(new MemoryStore());
   }
   const log = logger.child({ module: 'redis' });
-  const { redis, store, health } = await openRedisStore(config.redisUrl, config.redisPrefix, config.redisTimeoutMs, log);
+  const { redis, store, health } = await openRedisStore(config, config.redis, log);
 
   const channel = redisKeys(config.redisPrefix).instances;
   let presence: Presence;
   try {
     presence = await Presence.join({
       query: redis,
-      redisUrl: config.redisUrl,
+      redis: config.redis,
       channel,
       connectionName: `edge-ai-bridge:${config.redisPrefix}:presence`,
       logger: log,
@@ -64,7 +65,7 @@ export async function openCoordination(
   // plant's broker (BROKER_URL) that broker does it.
   let plugins: ClusterPlugins | undefined;
   try {
-    if (config.brokerUrl === undefined) plugins = await createClusterPlugins(config.redisUrl, config.redisPrefix, log, { presence });
+    if (config.brokerUrl === undefined) plugins = await createClusterPlugins(config.redis, config.redisPrefix, log, { presence });
   } catch (err) {
     await presence.leave();
     health.stop();
@@ -88,8 +89,13 @@ export async function openCoordination(
 }
 
 /** Connects, checks the server (version, eviction policy) and moves an older version's keys. */
-async function openRedisStore(url: string, prefix: string, timeoutMs: number, log: Logger): Promise<{ redis: Redis; store: RedisStore; health: RedisHealth }> {
-  const redis = new Redis(url, {
+async function openRedisStore(
+  config: Pick<Config, 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas'>,
+  endpoint: RedisEndpoint,
+  log: Logger,
+): Promise<{ redis: Redis; store: RedisStore; health: RedisHealth }> {
+  const { redisPrefix: prefix, redisTimeoutMs: timeoutMs } = config;
+  const redis = newRedis(Redis, endpoint, {
     lazyConnect: true,
     connectionName: `edge-ai-bridge:${prefix}`,
     connectTimeout: CONNECT_TIMEOUT_MS,
@@ -102,7 +108,7 @@ async function openRedisStore(url: string, prefix: string, timeoutMs: number, lo
     // Every request's admit, lead and completion issued in one event-loop turn leave in one
     // write and come back in one read: on loopback the syscalls, not Redis, were the cost.
     enableAutoPipelining: true,
-  });
+  } satisfies RedisOptions);
   let lastError = '';
   redis.on('error', (err: Error) => {
     lastError = err.message;
@@ -130,7 +136,7 @@ async function openRedisStore(url: string, prefix: string, timeoutMs: number, lo
   if (policy.ok === 'unknown') log.warn({ reason: policy.reason }, 'cannot read maxmemory-policy; make sure it is noeviction');
   const health = new RedisHealth(redis, timeoutMs, log);
   await health.start();
-  const store = new RedisStore(redis, { prefix, health });
+  const store = new RedisStore(redis, { prefix, health, replicas: replicasOption(config.redisWaitReplicas, timeoutMs, log) });
   let moved: number;
   try {
     moved = await store.upgrade(Date.now());
@@ -141,4 +147,23 @@ async function openRedisStore(url: string, prefix: string, timeoutMs: number, lo
   }
   if (moved > 0) log.info({ jobs: moved }, 'moved the jobs an older version left in Redis to this version\'s layout');
   return { redis, store, health };
+}
+
+/** REDIS_WAIT_REPLICAS as the store's option; a shortfall is logged at most every 10 s. */
+function replicasOption(count: number, timeoutMs: number, log: Logger): RedisStoreOptions['replicas'] {
+  if (count === 0) return undefined;
+  let loggedAt = 0;
+  let short = 0;
+  return {
+    count,
+    // Half the command timeout: the WAIT itself must answer before the connection gives up on it.
+    timeoutMs: Math.floor(timeoutMs / 2),
+    short(acked) {
+      short += 1;
+      if (Date.now() - loggedAt < 10_000) return;
+      loggedAt = Date.now();
+      log.warn({ wanted: count, acked, admissions: short }, 'fewer Redis replicas than REDIS_WAIT_REPLICAS confirmed admissions in time: a failover now could lose them');
+      short = 0;
+    },
+  };
 }

@@ -36,6 +36,7 @@ import createPersistence from 'aedes-persistence-redis';
 import mqemitterRedis from 'mqemitter-redis';
 import type { Logger } from 'pino';
 import { MQ_CONCURRENCY } from './emitter.js';
+import { newRedis, type RedisEndpoint } from './redis-endpoint.js';
 
 export interface ClusterPlugins {
   /** Aedes' `mq` option (an MQEmitterRedisPrefix). */
@@ -59,7 +60,7 @@ interface RedisConnection extends EventEmitter {
   quit(): Promise<unknown>;
   disconnect(): void;
 }
-type RedisConstructor = new (url: string, options: Record<string, unknown>) => RedisConnection;
+type RedisConstructor = { new (url: string, options: Record<string, unknown>): RedisConnection; new (options: Record<string, unknown>): RedisConnection };
 
 type Message = { topic: string } & Record<string, unknown>;
 /** The subset of an MQEmitterRedis used here. */
@@ -84,12 +85,12 @@ const loadRedisFor = (pluginPath: string): RedisConstructor =>
   createRequire(require.resolve(pluginPath))('ioredis') as RedisConstructor;
 
 export async function createClusterPlugins(
-  redisUrl: string,
+  endpoint: RedisEndpoint,
   prefix: string,
   logger: Logger,
   options: ClusterPluginOptions = {},
 ): Promise<ClusterPlugins> {
-  if (!/^rediss?:\/\//i.test(redisUrl)) throw new Error('REDIS_URL must start with redis:// or rediss://');
+  if (!endpoint.sentinels?.length && !/^rediss?:\/\//i.test(endpoint.url ?? '')) throw new Error('REDIS_URL must start with redis:// or rediss://');
   if (!PREFIX.test(prefix)) throw new Error(`Redis prefix ${JSON.stringify(prefix)} must be 1 to 64 characters of A-Za-z0-9_.:-`);
   const tag = `{${prefix}}`;
   const log = logger.child({ module: 'broker-cluster' });
@@ -99,7 +100,7 @@ export async function createClusterPlugins(
   const PersistenceRedis = loadRedisFor('aedes-persistence-redis');
   const connections: RedisConnection[] = [];
   const connect = (Redis: RedisConstructor, name: string, extra: Record<string, unknown> = {}): RedisConnection => {
-    const conn = new Redis(redisUrl, { connectionName: `${prefix}:${name}`, ...extra });
+    const conn = newRedis(Redis, endpoint, { connectionName: `${prefix}:${name}`, ...extra });
     // Without a listener ioredis prints every failed reconnect to stderr.
     conn.on('error', (err: Error) => log.warn({ conn: name, err: err.message }, 'Redis connection error'));
     connections.push(conn);

@@ -17,6 +17,7 @@
 //   counted it or stopped trusting its last count.
 // Redis Cluster counts subscribers per node, so there the instance never considers itself alone.
 import { Redis } from 'ioredis';
+import { newRedis, type RedisEndpoint } from './redis-endpoint.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 
@@ -28,7 +29,7 @@ export interface PresenceOptions {
   /** Connection for PUBSUB NUMSUB and INFO (the store's). */
   query: Redis;
   /** REDIS_URL: the marker connection is opened to the same server. */
-  redisUrl: string;
+  redis: RedisEndpoint;
   /** `{prefix}:instances` */
   channel: string;
   /** The marker connection's CLIENT SETNAME. */
@@ -55,7 +56,7 @@ export class Presence {
     private readonly opts: PresenceOptions,
     private readonly clustered: boolean,
   ) {
-    this.marker = new Redis(opts.redisUrl, { connectionName: opts.connectionName, lazyConnect: true, maxRetriesPerRequest: null });
+    this.marker = newRedis(Redis, opts.redis, { connectionName: opts.connectionName, lazyConnect: true, maxRetriesPerRequest: null });
     this.marker.on('error', (err: Error) => opts.logger.warn({ err: err.message }, 'presence connection error'));
     this.marker.on('close', () => {
       this.marked = false;

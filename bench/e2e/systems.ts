@@ -63,6 +63,8 @@ export function bridgeEnv(upstreamUrl: string, extra: Record<string, string>, qu
     OVERLOAD_QUEUE_WAIT_MS: String(queueWaitMs),
     // LOG_LEVEL stays at its default (info): per-request lines are debug, as in production.
     ...extra,
+    // BENCH_BRIDGE_ENV='{"REDIS_WAIT_REPLICAS":"1"}': a setting to measure, for every bridge.
+    ...(JSON.parse(process.env.BENCH_BRIDGE_ENV ?? '{}') as Record<string, string>),
   };
 }
 

@@ -1,6 +1,7 @@
 // Configuration, read once at start: the environment (variables.ts) and CONFIG_FILE.
 // Every problem is reported at once, each on a line naming its variable (ConfigError).
 import { ConfigError, type ConfigProblem } from '../../contract/index.js';
+import type { RedisEndpoint } from '../../broker/redis-endpoint.js';
 import { checkConfigFile, parseConfigFile, type ConfigFile } from './config-file.js';
 import { camelCase, EnvSchema, VARIABLES, type Env, type EnvFields, type Variable } from './variables.js';
 
@@ -13,6 +14,8 @@ export type Config = Readonly<
     fallbackApiKeys: string[];
     /** CONFIG_FILE, parsed (its defaults when unset). */
     file: ConfigFile;
+    /** REDIS_URL and REDIS_SENTINELS together; undefined = in-memory coordination. */
+    redis: RedisEndpoint | undefined;
   }
 >;
 
@@ -55,6 +58,13 @@ const RULES: Rule[] = [
     problem: (e) =>
       e.FALLBACK_URL === undefined && (e.FALLBACK_API_KEYS !== undefined || e.FALLBACK_MODEL !== undefined)
         ? { variable: 'FALLBACK_URL', problem: 'must be set when FALLBACK_API_KEYS or FALLBACK_MODEL is' }
+        : undefined,
+  },
+  {
+    reads: ['REDIS_URL', 'REDIS_SENTINELS', 'REDIS_WAIT_REPLICAS'],
+    problem: (e) =>
+      e.REDIS_WAIT_REPLICAS > 0 && e.REDIS_URL === undefined && e.REDIS_SENTINELS === undefined
+        ? { variable: 'REDIS_WAIT_REPLICAS', problem: 'needs Redis: set REDIS_URL or REDIS_SENTINELS' }
         : undefined,
   },
   {
@@ -104,6 +114,10 @@ function toConfig(e: Env, file: ConfigFile): Config {
     allowAnonymous: e.ALLOW_ANONYMOUS ?? isLoopback(e.MQTT_HOST),
     fallbackApiKeys: e.FALLBACK_API_KEYS ?? [],
     file,
+    redis:
+      e.REDIS_URL === undefined && e.REDIS_SENTINELS === undefined
+        ? undefined
+        : { url: e.REDIS_URL, sentinels: e.REDIS_SENTINELS, sentinelName: e.REDIS_SENTINEL_NAME },
   });
 }
 

@@ -15,6 +15,23 @@ const url = (protocols: string[]) =>
       return false;
     }
   }, `must be a URL (${protocols.join(' or ')})`);
+const hostPortList = z.string().transform((value, ctx) => {
+  const list: Array<{ host: string; port: number }> = [];
+  for (const item of value.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const match = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$/.exec(item);
+    const portNumber = Number(match?.[2]);
+    if (!match || portNumber < 1 || portNumber > 65535) {
+      ctx.addIssue({ code: 'custom', message: `"${item}" is not host:port` });
+      return z.NEVER;
+    }
+    list.push({ host: (match[1] as string).replace(/^\[|\]$/g, ''), port: portNumber });
+  }
+  if (list.length === 0) {
+    ctx.addIssue({ code: 'custom', message: 'must list at least one host:port' });
+    return z.NEVER;
+  }
+  return list;
+});
 const keyList = z.string().transform((v) => v.split(',').map((k) => k.trim()).filter((k) => k.length > 0));
 const readableFile = z.string().refine((path) => {
   try {
@@ -79,6 +96,9 @@ export const EnvSchema = z.object({
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   REDIS_URL: url(['redis:', 'rediss:']).optional(),
   REDIS_TIMEOUT_MS: int(100).default(2000),
+  REDIS_SENTINELS: hostPortList.optional(),
+  REDIS_SENTINEL_NAME: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1 to 64 characters of A-Za-z0-9_.-').default('mymaster'),
+  REDIS_WAIT_REPLICAS: int(0).default(0),
   /** Not in the contract's table: names a deployment's keys, so several can share one Redis. */
   REDIS_PREFIX: z
     .string()

@@ -3,6 +3,7 @@
 //   edge-ai-bridge usage [hours]
 // Without Redis these live inside the running process and only its admin API reaches them.
 import { Redis } from 'ioredis';
+import { newRedis } from '../../broker/redis-endpoint.js';
 import { ConfigError } from '../../contract/index.js';
 import { loadConfig, type Config } from '../config/config.js';
 import { RedisStore } from '../store/redis.js';
@@ -25,10 +26,10 @@ async function withStore(run: (store: RedisStore, config: Config) => Promise<voi
     if (err instanceof ConfigError) fail(err.message);
     throw err;
   }
-  if (config.redisUrl === undefined) {
+  if (config.redis === undefined) {
     fail('REDIS_URL is not set: without Redis this lives inside the running bridge');
   }
-  const redis = new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
+  const redis = newRedis(Redis, config.redis, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
   try {
     await redis.connect().catch((err: Error) => fail(`REDIS_URL: cannot connect to Redis: ${err.message}`));
     await run(new RedisStore(redis, { prefix: config.redisPrefix }), config);

@@ -58,6 +58,11 @@ export interface RedisStoreOptions {
   prefix: string;
   /** Whether Redis answers, and the admissions' cutoff (redis-health.ts); without it, neither is checked. */
   health?: Pick<RedisHealth, 'healthy' | 'admitCutoff'>;
+  /**
+   * REDIS_WAIT_REPLICAS: an admission is acknowledged only once this many replicas have it
+   * (WAIT), or the timeout passed; `short` hears of each WAIT that got fewer.
+   */
+  replicas?: { count: number; timeoutMs: number; short(acked: number): void };
 }
 
 export class RedisStore implements Store {
@@ -68,6 +73,8 @@ export class RedisStore implements Store {
   private readonly completions = new Gather(COMPLETE_GATHER_MS);
 
   private readonly health: RedisStoreOptions['health'];
+  private readonly replicas: RedisStoreOptions['replicas'];
+  private replication: Promise<void> | undefined;
 
   constructor(
     private readonly redis: Redis,
@@ -75,6 +82,7 @@ export class RedisStore implements Store {
   ) {
     this.keys = redisKeys(options.prefix);
     this.health = options.health;
+    this.replicas = options.replicas;
     this.usageBuffer = new UsageBuffer((hour, amounts) => this.run('usage', [this.keys.usage(String(hour))], usageArgs(amounts)).then(() => undefined));
   }
 
@@ -104,6 +112,7 @@ export class RedisStore implements Store {
       args.push('');
     }
     const result = (await this.run('admit', keys, args)) as [string, ...unknown[]];
+    if (result[0] === 'queued') await this.replicated();
     if (result[0] !== 'queued' || !claim) return toAdmitResult(result as [string, string?], 'admit');
     const [, claimed, expired, retryAt, leadKind, leadValue] = result as [string, string[], string[], string, string, string];
     return {
@@ -268,6 +277,7 @@ export class RedisStore implements Store {
       [k.idem(job.key), k.quota(job.deviceId)],
       [k.base, JSON.stringify(reply), limits.deviceRpm, now, ttlS * 1000, this.health?.admitCutoff() ?? ''],
     )) as [string, string?];
+    if (result[0] === 'answered') await this.replicated();
     return toAdmitResult(result, 'admit-answered');
   }
 
@@ -317,6 +327,23 @@ export class RedisStore implements Store {
   async close(): Promise<void> {
     this.completions.flush();
     await this.usageBuffer.flush().catch(() => undefined);
+  }
+
+  /**
+   * Waits until the replicas have this connection's writes so far (REDIS_WAIT_REPLICAS), so
+   * a failover cannot lose an admission the device was told of. The admissions of one
+   * event-loop turn share one WAIT. Fewer replicas in time: the admission stands (it is in
+   * the primary) and `short` is told.
+   */
+  private replicated(): Promise<void> {
+    const replicas = this.replicas;
+    if (!replicas || replicas.count === 0) return Promise.resolve();
+    this.replication ??= new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+      this.replication = undefined;
+      const acked = await this.redis.wait(replicas.count, replicas.timeoutMs).catch(() => 0);
+      if (acked < replicas.count) replicas.short(acked);
+    });
+    return this.replication;
   }
 
   private run(step: Step, keys: string[], args: LuaArg[]): Promise<unknown> {

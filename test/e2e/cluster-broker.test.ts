@@ -64,7 +64,7 @@ const deviceId = (): string => `cam-${randomBytes(4).toString('hex')}`;
 const resultTopic = (id: string): string => `devices/${id}/result`;
 
 async function startNode(prefix: string, redisUrl = REDIS_URL): Promise<Node> {
-  const plugins = await createClusterPlugins(redisUrl, prefix, logger);
+  const plugins = await createClusterPlugins({ url: redisUrl }, prefix, logger);
   const broker = await startBroker(config, async () => {}, logger, plugins);
   const node = { broker, plugins, url: `mqtt://127.0.0.1:${broker.mqttPort}` };
   nodes.push(node);
@@ -304,8 +304,8 @@ describe('brokers on one Redis act as one', () => {
 
   it('refuses a prefix that would be a Redis glob or an MQTT wildcard', async () => {
     for (const bad of ['a*', 'a/b', 'a+', '{a}', '']) {
-      await expect(createClusterPlugins(REDIS_URL, bad, logger)).rejects.toThrow(/Redis prefix/);
+      await expect(createClusterPlugins({ url: REDIS_URL }, bad, logger)).rejects.toThrow(/Redis prefix/);
     }
-    await expect(createClusterPlugins('http://127.0.0.1:6379', 'p', logger)).rejects.toThrow(/REDIS_URL/);
+    await expect(createClusterPlugins({ url: 'http://127.0.0.1:6379' }, 'p', logger)).rejects.toThrow(/REDIS_URL/);
   });
 });

@@ -28,7 +28,7 @@ function query(): Redis {
 async function join(prefix: string, name: string, redis = query(), log = logger): Promise<Presence> {
   const presence = await Presence.join({
     query: redis,
-    redisUrl: REDIS_URL,
+    redis: { url: REDIS_URL },
     channel: redisKeys(prefix).instances,
     connectionName: `${prefix}:${name}`,
     logger: log,

@@ -76,6 +76,16 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ [variable]: value })).toThrow(message);
   });
 
+  it('reads Redis as a URL or as Sentinels, and refuses REDIS_WAIT_REPLICAS without Redis', () => {
+    expect(loadConfig({}).redis).toBeUndefined();
+    expect(loadConfig({ REDIS_URL: 'redis://h:6379' }).redis).toEqual({ url: 'redis://h:6379', sentinelName: 'mymaster' });
+    const c = loadConfig({ REDIS_SENTINELS: 's1:26379, [::1]:26380', REDIS_SENTINEL_NAME: 'plant', REDIS_WAIT_REPLICAS: '1' });
+    expect(c.redis).toEqual({ sentinels: [{ host: 's1', port: 26379 }, { host: '::1', port: 26380 }], sentinelName: 'plant' });
+    expect(c.redisWaitReplicas).toBe(1);
+    expect(() => loadConfig({ REDIS_SENTINELS: 's1' })).toThrow('REDIS_SENTINELS: "s1" is not host:port');
+    expect(() => loadConfig({ REDIS_WAIT_REPLICAS: '1' })).toThrow('REDIS_WAIT_REPLICAS: needs Redis: set REDIS_URL or REDIS_SENTINELS');
+  });
+
   it('never echoes a secret in the error', () => {
     expect(() => loadConfig({ ADMIN_TOKEN: 'hunter2' })).toThrow(/^ADMIN_TOKEN: must be at least 16 characters$/);
   });

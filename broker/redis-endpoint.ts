@@ -1,0 +1,42 @@
+// Where Redis is: one URL, or a primary that Redis Sentinel names (ioredis asks the sentinels
+// which server is the primary now, and reconnects to the new one after a failover). Every
+// connection the bridge and its broker open goes through newRedis, so all follow a failover.
+
+export interface RedisEndpoint {
+  /** redis:// or rediss:// URL; with sentinels only its credentials, database and TLS count. */
+  url?: string | undefined;
+  sentinels?: Array<{ host: string; port: number }> | undefined;
+  /** The primary's name in the sentinels' configuration. */
+  sentinelName?: string | undefined;
+}
+
+type RedisClass<T> = { new (url: string, options: Record<string, unknown>): T; new (options: Record<string, unknown>): T };
+
+export function newRedis<T>(Redis: RedisClass<T>, endpoint: RedisEndpoint, options: Record<string, unknown>): T {
+  if (endpoint.sentinels && endpoint.sentinels.length > 0) {
+    return new Redis({ ...options, ...(endpoint.url ? primaryOptions(endpoint.url) : {}), sentinels: endpoint.sentinels, name: endpoint.sentinelName });
+  }
+  if (endpoint.url === undefined) throw new Error('a Redis endpoint needs REDIS_URL or REDIS_SENTINELS');
+  return new Redis(endpoint.url, options);
+}
+
+/** What a URL says about the primary beyond its address: credentials, database, TLS. */
+function primaryOptions(url: string): Record<string, unknown> {
+  const u = new URL(url);
+  const options: Record<string, unknown> = {};
+  if (u.username) options.username = decodeURIComponent(u.username);
+  if (u.password) options.password = decodeURIComponent(u.password);
+  const db = Number(u.pathname.slice(1));
+  if (u.pathname.length > 1 && Number.isInteger(db)) options.db = db;
+  if (u.protocol === 'rediss:') options.tls = {};
+  return options;
+}
+
+/** For log lines: where it connects, without credentials. */
+export function describeEndpoint(endpoint: RedisEndpoint): string {
+  if (endpoint.sentinels && endpoint.sentinels.length > 0) {
+    return `sentinel ${endpoint.sentinelName ?? ''} at ${endpoint.sentinels.map((s) => `${s.host}:${s.port}`).join(',')}`;
+  }
+  const u = new URL(endpoint.url ?? 'redis://unknown');
+  return `${u.protocol}//${u.host}`;
+}

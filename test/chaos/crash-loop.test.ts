@@ -10,7 +10,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { redisKeys } from '../../bridge/store/redis-keys.js';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
-import { connectChaosDevice, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
+import { connectChaosDevice, steadyLoad, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const redis = connectRedis();
@@ -83,23 +83,7 @@ describe('chaos: crash loop', () => {
       Array.from({ length: DEVICES }, (_, i) => connectChaosDevice(port, `loop-${tag}-${i}`, { clean: false, reconnectPeriod: 200 })),
     );
 
-    const sent = new Map<string, ChaosDevice>();
-    const acknowledged = new Set<string>();
-    let n = 0;
-    let sending = true;
-    const sender = (async () => {
-      while (sending) {
-        const device = devices[n % DEVICES] as ChaosDevice;
-        const id = `${device.deviceId}-r${n++}`;
-        sent.set(id, device);
-        // Different questions, so a second upstream call for one id would give a second answer.
-        device.publish('normal', { id, messages: [{ role: 'user', content: id }] }).then(
-          () => acknowledged.add(id),
-          () => undefined, // never acknowledged: not counted
-        );
-        await sleep(SEND_EVERY_MS);
-      }
-    })();
+    const load = steadyLoad(devices, SEND_EVERY_MS);
 
     const kills: number[] = [];
     for (let k = 0; k < KILLS; k += 1) {
@@ -111,10 +95,8 @@ describe('chaos: crash loop', () => {
       services.push(service);
     }
     await sleep(3000);
-    sending = false;
-    await sender;
-
-    const repliesOf = (id: string) => (sent.get(id) as ChaosDevice).replies.filter((r) => r.id === id);
+    await load.stop();
+    const { sent, acknowledged, repliesOf } = load;
     await waitUntil(() => [...acknowledged].every((id) => repliesOf(id).length > 0), 30_000, 200);
 
     const missing = [...acknowledged].filter((id) => repliesOf(id).length === 0);

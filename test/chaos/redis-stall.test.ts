@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
-import { connectChaosDevice, readyz, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
+import { connectChaosDevice, readyz, steadyLoad, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 
@@ -36,12 +36,6 @@ afterEach(async () => {
 });
 afterAll(() => redis.disconnect());
 
-interface Sent {
-  device: ChaosDevice;
-  at: number;
-  ackedAt?: number;
-}
-
 describe('chaos: Redis stalls, then partitions, then heals', () => {
   it('is unready and answers `unavailable` promptly while Redis is out of reach, then answers every acknowledged request', { timeout: 90_000 }, async () => {
     prefix = uniquePrefix('chaos-stall');
@@ -61,25 +55,11 @@ describe('chaos: Redis stalls, then partitions, then heals', () => {
       connectChaosDevice(service.mqttPort, `stall-${tag}-b`, { clean: false, reconnectPeriod: 200 }),
     ]);
 
-    const sent = new Map<string, Sent>();
-    let n = 0;
-    let sending = true;
-    const sender = (async () => {
-      while (sending) {
-        const device = devices[n % devices.length] as ChaosDevice;
-        const id = `${device.deviceId}-r${n++}`;
-        const entry: Sent = { device, at: Date.now() };
-        sent.set(id, entry);
-        device.publish('normal', { id, messages: [{ role: 'user', content: id }] }).then(
-          () => (entry.ackedAt = Date.now()),
-          () => undefined,
-        );
-        await sleep(100);
-      }
-    })();
+    const load = steadyLoad(devices, 100);
+    let probing = true;
     const readiness: Array<[number, number]> = [];
     const prober = (async () => {
-      while (sending) {
+      while (probing) {
         readiness.push([Date.now(), await readyz(service!.httpPort)]);
         await sleep(200);
       }
@@ -95,11 +75,11 @@ describe('chaos: Redis stalls, then partitions, then heals', () => {
     const healAt = Date.now();
     await proxy.heal();
     await sleep(5000);
-    sending = false;
-    await Promise.all([sender, prober]);
+    probing = false;
+    await Promise.all([load.stop(), prober]);
 
-    const repliesOf = (id: string) => (sent.get(id) as Sent).device.replies.filter((r) => r.id === id);
-    const acked = [...sent].filter(([, s]) => s.ackedAt !== undefined).map(([id]) => id);
+    const { sent, repliesOf } = load;
+    const acked = [...load.acknowledged];
     await waitUntil(() => acked.every((id) => repliesOf(id).length > 0), 20_000, 200);
 
     const missing = acked.filter((id) => repliesOf(id).length === 0);
@@ -114,11 +94,14 @@ describe('chaos: Redis stalls, then partitions, then heals', () => {
     const waits = inOutage.filter(([, s]) => s.device === clean).map(([id, s]) => (repliesOf(id)[0]?.at ?? Infinity) - s.at);
     const slowestOutage = Math.max(0, ...waits);
     const codes = [...new Set(inOutage.flatMap(([id]) => repliesOf(id).map((r) => r.code ?? 'ok')))];
+    // No upstream attempt starts while the store cannot renew or grant a lease.
+    const callsInOutage = upstream.requests.filter((r) => r.at >= stallAt + REDIS_TIMEOUT_MS && r.at < healAt).length;
     console.log(
       `[chaos redis stall] sent ${sent.size}, acknowledged ${acked.length}, missing ${missing.length}, two ways ${differing.length}; ` +
         `unready ${unreadyAt === undefined ? 'never' : `${unreadyAt - stallAt} ms after the stall`}, ` +
         `ready again ${readyAgainAt === undefined ? 'never' : `${readyAgainAt - healAt} ms after the heal`}; ` +
-        `sent in the outage ${inOutage.length}, slowest reply ${slowestOutage} ms, codes ${codes.join(',')}; partition at +${partitionAt - stallAt} ms`,
+        `sent in the outage ${inOutage.length}, slowest reply ${slowestOutage} ms, codes ${codes.join(',')}, upstream calls ${callsInOutage}; ` +
+        `partition at +${partitionAt - stallAt} ms`,
     );
 
     expect(missing).toEqual([]);
@@ -127,5 +110,6 @@ describe('chaos: Redis stalls, then partitions, then heals', () => {
     expect((unreadyAt as number) - stallAt).toBeLessThanOrEqual(REDIS_TIMEOUT_MS + 1000);
     expect(readyAgainAt).toBeDefined();
     expect(slowestOutage).toBeLessThanOrEqual(REDIS_TIMEOUT_MS + 1000);
+    expect(callsInOutage).toBe(0);
   });
 });

@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
-import { connectChaosDevice, readyz, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
+import { connectChaosDevice, readyz, steadyLoad, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
 import { SENTINEL_NAME, startSentinelSet, type SentinelSet } from '../helpers/sentinel.js';
 
 const DEVICES = 4;
@@ -46,38 +46,24 @@ async function failover(waitReplicas: number): Promise<{ acknowledged: number; l
   devices = await Promise.all(
     Array.from({ length: DEVICES }, (_, i) => connectChaosDevice(service!.mqttPort, `fo-${tag}-${i}`, { clean: true, reconnectPeriod: 200 })),
   );
-  const sent = new Map<string, ChaosDevice>();
-  const acknowledged = new Set<string>();
-  let n = 0;
-  let sending = true;
-  const sender = (async () => {
-    while (sending) {
-      const device = devices[n % DEVICES] as ChaosDevice;
-      const id = `${device.deviceId}-r${n++}`;
-      sent.set(id, device);
-      device.publish('normal', { id, messages: [{ role: 'user', content: id }] }).then(
-        () => acknowledged.add(id),
-        () => undefined,
-      );
-      await sleep(5); // ~200 requests/s: the kill lands among admissions in flight
-    }
-  })();
+  // ~200 requests/s: the kill lands among admissions in flight.
+  const load = steadyLoad(devices, 5);
   await sleep(3000);
   set.replication.stall();
   await sleep(500);
   set.killPrimary();
   await set.replication.partition();
   await sleep(2000);
-  sending = false;
-  await sender;
+  await load.stop();
   let primary = await set.currentPrimary();
   for (let i = 0; i < 75 && primary !== set.replicaPort; i += 1) {
     await sleep(200);
     primary = await set.currentPrimary();
   }
   expect(primary).toBe(set.replicaPort);
-  const ok = (id: string) => (sent.get(id) as ChaosDevice).replies.some((r) => r.id === id);
+  const { acknowledged, repliesOf } = load;
   // An answer `unavailable` (while the primary was gone) is an answer too.
+  const ok = (id: string) => repliesOf(id).length > 0;
   await waitUntil(() => [...acknowledged].every(ok), 20_000, 200);
   const readyAgain = (await readyz(service.httpPort)) === 200;
   return { acknowledged: acknowledged.size, lost: [...acknowledged].filter((id) => !ok(id)).length, readyAgain };

@@ -89,6 +89,47 @@ export async function connectChaosDevice(port: number, clientId: string, options
 
 export { waitUntil } from './wait.js';
 
+/** What a steady load sent: each id's device and send time, and which ids were acknowledged. */
+export interface LoadLedger {
+  sent: Map<string, { device: ChaosDevice; at: number }>;
+  acknowledged: Set<string>;
+  /** Stops sending; resolves once the loop has ended. */
+  stop(): Promise<void>;
+  /** Replies the device of `id` saw for it. */
+  repliesOf(id: string): SeenReply[];
+}
+
+/**
+ * Sends `normal` requests round-robin over `devices`, one every `everyMs`, until stopped. Each
+ * id is also the question, so a second upstream call for one id would give a second answer.
+ */
+export function steadyLoad(devices: ChaosDevice[], everyMs: number): LoadLedger {
+  const sent: LoadLedger['sent'] = new Map();
+  const acknowledged = new Set<string>();
+  let sending = true;
+  const loop = (async () => {
+    for (let n = 0; sending; n += 1) {
+      const device = devices[n % devices.length] as ChaosDevice;
+      const id = `${device.deviceId}-r${n}`;
+      sent.set(id, { device, at: Date.now() });
+      device.publish('normal', { id, messages: [{ role: 'user', content: id }] }).then(
+        () => acknowledged.add(id),
+        () => undefined, // never acknowledged: not counted
+      );
+      await new Promise((resolve) => setTimeout(resolve, everyMs));
+    }
+  })();
+  return {
+    sent,
+    acknowledged,
+    async stop() {
+      sending = false;
+      await loop;
+    },
+    repliesOf: (id) => sent.get(id)?.device.replies.filter((r) => r.id === id) ?? [],
+  };
+}
+
 /** GET /readyz: the HTTP status, or 0 when the request failed. */
 export async function readyz(httpPort: number): Promise<number> {
   try {

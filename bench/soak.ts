@@ -219,7 +219,7 @@ async function main(): Promise<number> {
     `soak: ${minutes} min, sent ${n}, acknowledged ${acked.size}, answered ${replies.size} (error replies ${errors}), lost ${lost.length}, ` +
       `answered twice ${twice}, answered two ways ${twoWays}`,
   );
-  console.log(`slopes: ${per('rssMb', 'MB')}, ${per('heapMb', 'MB')}, ${per('fds', 'fds')}, ${per('redisMb', 'MB')}; event-loop p99 max ${Math.max(...samples.map((s) => s.loopP99Ms)).toFixed(1)} ms`);
+  console.log(`slopes: ${per('rssMb', 'MB')}, ${per('heapMb', 'MB')}, ${per('fds', 'fds')}, ${per('redisMb', 'MB')}; event-loop p99 max ${Math.max(...samples.map((s) => s.loopP99Ms).filter(Number.isFinite)).toFixed(1)} ms`);
   if (lost.length > 0) console.log(`lost: ${lost.slice(0, 20).join(', ')}`);
   return lost.length > 0 || twoWays > 0 ? 1 : 0;
 }

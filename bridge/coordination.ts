@@ -44,7 +44,12 @@ export async function openCoordination(
     return memoryCoordination(new MemoryStore());
   }
   const log = logger.child({ module: 'redis' });
-  const { redis, store, health } = await openRedisStore(config, config.redis, log);
+  const { redis, store, health, admissions } = await openRedisStore(config, config.redis, log);
+  const disconnect = (): void => {
+    health.stop();
+    admissions?.disconnect();
+    redis.disconnect();
+  };
 
   const channel = redisKeys(config.redisPrefix).instances;
   let presence: Presence;
@@ -57,8 +62,7 @@ export async function openCoordination(
       logger: log,
     });
   } catch (err) {
-    health.stop();
-    redis.disconnect();
+    disconnect();
     throw new ConfigError('REDIS_URL', `cannot subscribe to ${channel}: ${(err as Error).message}`);
   }
   // The embedded brokers of a fleet share subscriptions and sessions through Redis; with the
@@ -68,8 +72,7 @@ export async function openCoordination(
     if (config.brokerUrl === undefined) plugins = await createClusterPlugins(config.redis, config.redisPrefix, log, { presence });
   } catch (err) {
     await presence.leave();
-    health.stop();
-    redis.disconnect();
+    disconnect();
     throw err;
   }
   return {
@@ -83,6 +86,7 @@ export async function openCoordination(
       // Only now, with the broker closed: until then other instances must keep publishing through Redis.
       await presence.leave();
       health.stop();
+      await admissions?.quit().catch(() => admissions.disconnect());
       await redis.quit().catch(() => redis.disconnect());
     },
   };
@@ -93,22 +97,10 @@ async function openRedisStore(
   config: Pick<Config, 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas'>,
   endpoint: RedisEndpoint,
   log: Logger,
-): Promise<{ redis: Redis; store: RedisStore; health: RedisHealth }> {
+): Promise<{ redis: Redis; store: RedisStore; health: RedisHealth; admissions: Redis | undefined }> {
   const { redisPrefix: prefix, redisTimeoutMs: timeoutMs } = config;
-  const redis = newRedis(Redis, endpoint, {
-    lazyConnect: true,
-    connectionName: `edge-ai-bridge:${prefix}`,
-    connectTimeout: CONNECT_TIMEOUT_MS,
-    // A stalled Redis keeps the socket open: a command it never answers fails after this.
-    commandTimeout: timeoutMs,
-    // Fail fast while Redis is away: a request gets `unavailable` now rather than hanging.
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    retryStrategy: (times) => Math.min(100 * times, 2000),
-    // Every request's admit, lead and completion issued in one event-loop turn leave in one
-    // write and come back in one read: on loopback the syscalls, not Redis, were the cost.
-    enableAutoPipelining: true,
-  } satisfies RedisOptions);
+  const connection = (name: string): Redis => newRedis(Redis, endpoint, connectionOptions(name, timeoutMs));
+  const redis = connection(`edge-ai-bridge:${prefix}`);
   let lastError = '';
   redis.on('error', (err: Error) => {
     lastError = err.message;
@@ -136,26 +128,55 @@ async function openRedisStore(
   if (policy.ok === 'unknown') log.warn({ reason: policy.reason }, 'cannot read maxmemory-policy; make sure it is noeviction');
   const health = new RedisHealth(redis, timeoutMs, log);
   await health.start();
-  const store = new RedisStore(redis, { prefix, health, replicas: replicasOption(config.redisWaitReplicas, timeoutMs, log) });
+  let replicas: RedisStoreOptions['replicas'];
   let moved: number;
+  let store: RedisStore;
   try {
+    replicas = await replicasOption(config.redisWaitReplicas, () => connection(`edge-ai-bridge:${prefix}:admissions`), timeoutMs, log);
+    store = new RedisStore(redis, { prefix, health, replicas });
     moved = await store.upgrade(Date.now());
   } catch (err) {
     health.stop();
+    replicas?.connection.disconnect();
     redis.disconnect();
     throw err;
   }
   if (moved > 0) log.info({ jobs: moved }, 'moved the jobs an older version left in Redis to this version\'s layout');
-  return { redis, store, health };
+  return { redis, store, health, admissions: replicas?.connection };
 }
 
-/** REDIS_WAIT_REPLICAS as the store's option; a shortfall is logged at most every 10 s. */
-function replicasOption(count: number, timeoutMs: number, log: Logger): RedisStoreOptions['replicas'] {
+/** The store's connections: fail fast, time out on a stalled Redis, pipeline what one turn issues. */
+function connectionOptions(connectionName: string, timeoutMs: number): RedisOptions {
+  return {
+    lazyConnect: true,
+    connectionName,
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    // A stalled Redis keeps the socket open: a command it never answers fails after this.
+    commandTimeout: timeoutMs,
+    // Fail fast while Redis is away: a request gets `unavailable` now rather than hanging.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    retryStrategy: (times) => Math.min(100 * times, 2000),
+    // Every request's admit, lead and completion issued in one event-loop turn leave in one
+    // write and come back in one read: on loopback the syscalls, not Redis, were the cost.
+    enableAutoPipelining: true,
+  };
+}
+
+/**
+ * REDIS_WAIT_REPLICAS as the store's option, with the admissions' own connection (the same
+ * settings as the store's); a shortfall is logged at most every 10 s.
+ */
+async function replicasOption(count: number, connection: () => Redis, timeoutMs: number, log: Logger): Promise<RedisStoreOptions['replicas']> {
   if (count === 0) return undefined;
+  const conn = connection();
+  conn.on('error', (err: Error) => log.warn({ conn: 'admissions', err: err.message }, 'Redis connection error'));
+  await conn.connect();
   let loggedAt = 0;
   let short = 0;
   return {
     count,
+    connection: conn,
     // Half the command timeout: the WAIT itself must answer before the connection gives up on it.
     timeoutMs: Math.floor(timeoutMs / 2),
     short(acked) {

@@ -60,7 +60,7 @@ interface RedisConnection extends EventEmitter {
   quit(): Promise<unknown>;
   disconnect(): void;
 }
-type RedisConstructor = { new (url: string, options: Record<string, unknown>): RedisConnection; new (options: Record<string, unknown>): RedisConnection };
+type RedisConstructor = { new (url: string, options: object): RedisConnection; new (options: object): RedisConnection };
 
 type Message = { topic: string } & Record<string, unknown>;
 /** The subset of an MQEmitterRedis used here. */

@@ -10,9 +10,9 @@ export interface RedisEndpoint {
   sentinelName?: string | undefined;
 }
 
-type RedisClass<T> = { new (url: string, options: Record<string, unknown>): T; new (options: Record<string, unknown>): T };
+type RedisClass<T> = { new (url: string, options: object): T; new (options: object): T };
 
-export function newRedis<T>(Redis: RedisClass<T>, endpoint: RedisEndpoint, options: Record<string, unknown>): T {
+export function newRedis<T>(Redis: RedisClass<T>, endpoint: RedisEndpoint, options: object): T {
   if (endpoint.sentinels && endpoint.sentinels.length > 0) {
     return new Redis({ ...options, ...(endpoint.url ? primaryOptions(endpoint.url) : {}), sentinels: endpoint.sentinels, name: endpoint.sentinelName });
   }

@@ -60,9 +60,11 @@ export interface RedisStoreOptions {
   health?: Pick<RedisHealth, 'healthy' | 'admitCutoff'>;
   /**
    * REDIS_WAIT_REPLICAS: an admission is acknowledged only once this many replicas have it
-   * (WAIT), or the timeout passed; `short` hears of each WAIT that got fewer.
+   * (WAIT), or the timeout passed; `short` hears of each WAIT that got fewer. Admissions and
+   * their WAITs go through `connection`, their own, since a WAIT holds up everything behind
+   * it on its connection (WAIT covers the writes made on the connection it is sent on).
    */
-  replicas?: { count: number; timeoutMs: number; short(acked: number): void };
+  replicas?: { count: number; timeoutMs: number; connection: Redis; short(acked: number): void };
 }
 
 export class RedisStore implements Store {
@@ -111,7 +113,7 @@ export class RedisStore implements Store {
     } else {
       args.push('');
     }
-    const result = (await this.run('admit', keys, args)) as [string, ...unknown[]];
+    const result = (await this.run('admit', keys, args, this.replicas?.connection)) as [string, ...unknown[]];
     if (result[0] === 'queued') await this.replicated();
     if (result[0] !== 'queued' || !claim) return toAdmitResult(result as [string, string?], 'admit');
     const [, claimed, expired, retryAt, leadKind, leadValue] = result as [string, string[], string[], string, string, string];
@@ -276,6 +278,7 @@ export class RedisStore implements Store {
       'admit-answered',
       [k.idem(job.key), k.quota(job.deviceId)],
       [k.base, JSON.stringify(reply), limits.deviceRpm, now, ttlS * 1000, this.health?.admitCutoff() ?? ''],
+      this.replicas?.connection,
     )) as [string, string?];
     if (result[0] === 'answered') await this.replicated();
     return toAdmitResult(result, 'admit-answered');
@@ -340,16 +343,16 @@ export class RedisStore implements Store {
     if (!replicas || replicas.count === 0) return Promise.resolve();
     this.replication ??= new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
       this.replication = undefined;
-      const acked = await this.redis.wait(replicas.count, replicas.timeoutMs).catch(() => 0);
+      const acked = await replicas.connection.wait(replicas.count, replicas.timeoutMs).catch(() => 0);
       if (acked < replicas.count) replicas.short(acked);
     });
     return this.replication;
   }
 
-  private run(step: Step, keys: string[], args: LuaArg[]): Promise<unknown> {
+  private run(step: Step, keys: string[], args: LuaArg[], connection: Redis = this.redis): Promise<unknown> {
     // Known silent: refused at once rather than left to time out behind the others.
     if (this.health?.healthy() === false) return Promise.reject(new BridgeError('unavailable', 'Redis is not answering'));
-    return this.guard(library.call(this.redis, step, keys, args));
+    return this.guard(library.call(connection, step, keys, args));
   }
 
   /** Redis out of reach is `unavailable` (never faked locally); a script error is a bug. */

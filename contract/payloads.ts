@@ -21,15 +21,54 @@ const REQUEST_COMMON = {
   cache: z.boolean().optional(),
 };
 
-/** Chat parameters passed through to the upstream unchanged. */
+/** Chat parameters passed through to the upstream unchanged (and part of the cache key). */
 export const PASSTHROUGH_FIELDS = [
   'max_tokens',
+  'max_completion_tokens',
   'temperature',
   'top_p',
   'stop',
   'response_format',
   'seed',
+  'tools',
+  'tool_choice',
+  'parallel_tool_calls',
+  'frequency_penalty',
+  'presence_penalty',
+  'logit_bias',
+  'logprobs',
+  'top_logprobs',
+  'user',
+  'n',
 ] as const;
+
+/** OpenAI's own cap on tools per request. */
+export const MAX_TOOLS = 128;
+/** The tools' definitions as JSON, at most: one request cannot carry megabytes of schema. */
+export const MAX_TOOLS_JSON_CHARS = 65_536;
+/** Choices one request may ask for (`n`): each is paid for. */
+export const MAX_CHOICES = 8;
+
+/** A field no schema knows is refused by name, never dropped (a typo would cost money unseen). */
+const unknownField = {
+  error: (issue: { code?: string; keys?: string[] }) =>
+    issue.code === 'unrecognized_keys' ? `unknown field ${(issue.keys ?? []).map((k) => `"${k}"`).join(', ')}` : undefined,
+};
+
+const ToolSchema = z.looseObject({
+  type: z.literal('function', { error: 'type must be "function"' }),
+  function: z.looseObject({
+    name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 characters of A-Za-z0-9_-'),
+    description: z.string().max(4096).optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    strict: z.boolean().optional(),
+  }),
+});
+
+const ToolChoiceSchema = z.union([
+  z.enum(['none', 'auto', 'required']),
+  z.looseObject({ type: z.literal('function'), function: z.looseObject({ name: z.string().min(1) }) }),
+]);
 
 /** Embeddings parameters passed through to the upstream unchanged. */
 export const EMBEDDING_PASSTHROUGH_FIELDS = ['dimensions', 'encoding_format'] as const;
@@ -49,22 +88,41 @@ const notFor = (field: string, kind: 'chat' | 'embeddings') =>
     .optional();
 
 /** A chat request (`messages`): POST {baseUrl}/chat/completions. */
-export const ChatRequestSchema = z.object({
-  ...REQUEST_COMMON,
-  messages: z.array(ChatMessageSchema).min(1),
-  max_tokens: z.number().int().positive().optional(),
-  temperature: z.number().min(0).max(2).optional(),
-  top_p: z.number().min(0).max(1).optional(),
-  stop: z.union([z.string(), z.array(z.string()).max(4)]).optional(),
-  response_format: z.looseObject({ type: z.string() }).optional(),
-  seed: z.number().int().optional(),
-  dimensions: notFor('dimensions', 'chat'),
-  encoding_format: notFor('encoding_format', 'chat'),
-});
+export const ChatRequestSchema = z.strictObject(
+  {
+    ...REQUEST_COMMON,
+    messages: z.array(ChatMessageSchema).min(1),
+    max_tokens: z.number().int().positive().optional(),
+    max_completion_tokens: z.number().int().positive().optional(),
+    temperature: z.number().min(0).max(2).optional(),
+    top_p: z.number().min(0).max(1).optional(),
+    stop: z.union([z.string(), z.array(z.string()).max(4)]).optional(),
+    response_format: z.looseObject({ type: z.enum(['text', 'json_object', 'json_schema']) }).optional(),
+    seed: z.number().int().optional(),
+    tools: z
+      .array(ToolSchema)
+      .min(1)
+      .max(MAX_TOOLS, `must hold at most ${MAX_TOOLS} tools`)
+      .refine((tools) => JSON.stringify(tools).length <= MAX_TOOLS_JSON_CHARS, `must be at most ${MAX_TOOLS_JSON_CHARS} characters of JSON`)
+      .optional(),
+    tool_choice: ToolChoiceSchema.optional(),
+    parallel_tool_calls: z.boolean().optional(),
+    frequency_penalty: z.number().min(-2).max(2).optional(),
+    presence_penalty: z.number().min(-2).max(2).optional(),
+    logit_bias: z.record(z.string().regex(/^\d+$/, 'keys must be token ids'), z.number().min(-100).max(100)).optional(),
+    logprobs: z.boolean().optional(),
+    top_logprobs: z.number().int().min(0).max(20).optional(),
+    user: z.string().max(256).optional(),
+    n: z.number().int().min(1).max(MAX_CHOICES, `must be at most ${MAX_CHOICES}`).optional(),
+    dimensions: notFor('dimensions', 'chat'),
+    encoding_format: notFor('encoding_format', 'chat'),
+  },
+  unknownField,
+);
 export type ChatRequest = z.infer<typeof ChatRequestSchema>;
 
 /** An embeddings request (`input`): POST {baseUrl}/embeddings. */
-export const EmbeddingRequestSchema = z.object({
+export const EmbeddingRequestSchema = z.strictObject({
   ...REQUEST_COMMON,
   input: z.union(
     [
@@ -87,7 +145,7 @@ export const EmbeddingRequestSchema = z.object({
   stop: notFor('stop', 'embeddings'),
   response_format: notFor('response_format', 'embeddings'),
   seed: notFor('seed', 'embeddings'),
-});
+}, unknownField);
 export type EmbeddingRequest = z.infer<typeof EmbeddingRequestSchema>;
 
 export type RequestKind = 'chat' | 'embeddings';
@@ -133,14 +191,38 @@ export const UsageSchema = z.object({
 });
 export type Usage = z.infer<typeof UsageSchema>;
 
+/** A tool call as OpenAI returns it: the device runs it and sends the result back as a `tool` message. */
+export const ToolCallSchema = z.looseObject({
+  id: z.string(),
+  type: z.literal('function'),
+  function: z.looseObject({ name: z.string(), arguments: z.string() }),
+});
+export type ToolCall = z.infer<typeof ToolCallSchema>;
+
+/** One of the answers when a request asked for `n` > 1. */
+export const ChoiceSchema = z.object({
+  index: z.number().int(),
+  content: z.string().nullable(),
+  finish_reason: z.string().nullable(),
+  tool_calls: z.array(ToolCallSchema).optional(),
+  logprobs: z.unknown().optional(),
+});
+export type Choice = z.infer<typeof ChoiceSchema>;
+
 export const OkReplySchema = z.object({
   id: z.string(),
   ok: z.literal(true),
   model: z.string(),
   /** Chat: the answer's text. Embeddings: always null. */
   content: z.string().nullable(),
-  /** Chat: why the answer ended. Embeddings: always null. */
+  /** Chat: why the answer ended (`tool_calls` when the model calls tools). Embeddings: always null. */
   finish_reason: z.string().nullable(),
+  /** Chat: the tools the model calls (then content may be null). */
+  tool_calls: z.array(ToolCallSchema).optional(),
+  /** Chat with `logprobs: true`: the first choice's log probabilities, as the upstream gave them. */
+  logprobs: z.unknown().optional(),
+  /** Chat with `n` > 1: every choice, in order (the first is also the fields above). */
+  choices: z.array(ChoiceSchema).optional(),
   /** Embeddings of a string `input`: its vector. */
   embedding: z.array(z.number()).optional(),
   /** Embeddings of an array `input`: one vector per string, in input order. */
@@ -155,7 +237,10 @@ export const OkReplySchema = z.object({
 export type OkReply = z.infer<typeof OkReplySchema>;
 
 /** The answer's part of an ok reply: what the upstream said, and what the cache keeps of it. */
-export type Answer = Pick<OkReply, 'model' | 'content' | 'finish_reason' | 'embedding' | 'embeddings' | 'usage'>;
+export type Answer = Pick<
+  OkReply,
+  'model' | 'content' | 'finish_reason' | 'tool_calls' | 'logprobs' | 'choices' | 'embedding' | 'embeddings' | 'usage'
+>;
 
 export const ErrorReplySchema = z.object({
   id: z.string().nullable(),

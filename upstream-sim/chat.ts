@@ -22,19 +22,49 @@ export function checkChat(body: Record<string, unknown>): string | null {
 export function chatAnswer(body: Record<string, unknown>, seq: number, answerBytes = 0): unknown {
   const model = typeof body.model === 'string' && body.model !== '' ? body.model : DEFAULT_MODEL;
   const messages = Array.isArray(body.messages) ? body.messages : [];
+  const last: unknown = messages[messages.length - 1];
   const lastUser = [...messages].reverse().find((m) => isRecord(m) && m.role === 'user');
   const question = isRecord(lastUser) ? contentText(lastUser.content) : '';
-  const quoted = `sim answer to: ${question.slice(0, 80)}`;
-  const content = quoted.length >= answerBytes ? quoted : quoted + ' ' + '.'.repeat(answerBytes - quoted.length - 1);
+  const n = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
+  const choices = Array.from({ length: n }, (_, index) => chatChoice(body, last, question, index, answerBytes));
   const promptText = messages.map((m) => (isRecord(m) ? contentText(m.content) : '')).join('\n');
   const promptTokens = estimateTokens(promptText);
-  const completionTokens = estimateTokens(content);
+  const completionTokens = choices.reduce((sum, c) => sum + estimateTokens(c.message.content ?? JSON.stringify(c.message.tool_calls)), 0);
   return {
     id: `chatcmpl-sim-${seq}`,
     object: 'chat.completion',
     created: Math.floor(Date.now() / 1000),
     model,
-    choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop', logprobs: null }],
+    choices,
     usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
   };
+}
+
+interface SimChoice {
+  index: number;
+  message: { role: 'assistant'; content: string | null; tool_calls?: unknown[] };
+  finish_reason: string;
+  logprobs: unknown;
+}
+
+/**
+ * One deterministic choice: a call of the first tool when tools are offered and the last
+ * message is the user's (tool_choice "none" declines); a JSON object in JSON mode; else text
+ * quoting the question (or the tool's result, after a tool message). Choice i > 0 says so.
+ */
+function chatChoice(body: Record<string, unknown>, last: unknown, question: string, index: number, answerBytes: number): SimChoice {
+  const tools = Array.isArray(body.tools) ? body.tools : [];
+  const firstTool: unknown = tools[0];
+  const name = isRecord(firstTool) && isRecord(firstTool.function) ? firstTool.function.name : undefined;
+  const logprobs = body.logprobs === true ? { content: [{ token: 'sim', logprob: -0.1, top_logprobs: [] }] } : null;
+  if (typeof name === 'string' && body.tool_choice !== 'none' && isRecord(last) && last.role === 'user') {
+    const call = { id: `call_sim_${index}`, type: 'function', function: { name, arguments: JSON.stringify({ question: question.slice(0, 80) }) } };
+    return { index, message: { role: 'assistant', content: null, tool_calls: [call] }, finish_reason: 'tool_calls', logprobs };
+  }
+  const about = isRecord(last) && last.role === 'tool' ? `tool result: ${contentText(last.content).slice(0, 80)}` : question.slice(0, 80);
+  const prefix = index === 0 ? 'sim answer' : `sim answer ${index + 1}`;
+  const format = isRecord(body.response_format) ? body.response_format.type : undefined;
+  const quoted = format === 'json_object' || format === 'json_schema' ? JSON.stringify({ answer: `${prefix} to: ${about}` }) : `${prefix} to: ${about}`;
+  const content = quoted.length >= answerBytes ? quoted : quoted + ' ' + '.'.repeat(answerBytes - quoted.length - 1);
+  return { index, message: { role: 'assistant', content }, finish_reason: 'stop', logprobs };
 }

@@ -167,7 +167,8 @@ export class Intake {
       route: target.route,
       // An embeddings answer has no completion tokens.
       tokenEstimate:
-        Math.ceil(payloadBytes / 4) + (isEmbeddingRequest(request) ? 0 : (request.max_tokens ?? DEFAULT_COMPLETION_TOKENS)),
+        Math.ceil(payloadBytes / 4) +
+        (isEmbeddingRequest(request) ? 0 : (request.max_completion_tokens ?? request.max_tokens ?? DEFAULT_COMPLETION_TOKENS) * (request.n ?? 1)),
       attempts: 0,
       cacheKey: cacheKeyOf(request, this.deps.cache, this.deps.routeOf(priority)),
     };

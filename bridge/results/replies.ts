@@ -6,6 +6,9 @@ import type { CachedAnswer, Job } from '../store/types.js';
 /** The answer's part of an ok reply (model, content or vectors, usage), without undefined keys. */
 export function answerFields(answer: CachedAnswer): Answer {
   const fields: Answer = { model: answer.model, content: answer.content, finish_reason: answer.finish_reason };
+  if (answer.tool_calls) fields.tool_calls = answer.tool_calls;
+  if (answer.logprobs !== undefined) fields.logprobs = answer.logprobs;
+  if (answer.choices) fields.choices = answer.choices;
   if (answer.embedding) fields.embedding = answer.embedding;
   if (answer.embeddings) fields.embeddings = answer.embeddings;
   if (answer.usage) fields.usage = answer.usage;
@@ -26,6 +29,9 @@ export function okReply(job: Job, answer: CachedAnswer, facts: ReplyFacts): OkRe
   // Field by field, in the order devices have always seen, rather than spreading answerFields
   // (a copy, and V8's slow path for objects of varying shape).
   const reply = { id: job.id, ok: true, model: answer.model, content: answer.content, finish_reason: answer.finish_reason } as OkReply;
+  if (answer.tool_calls) reply.tool_calls = answer.tool_calls;
+  if (answer.logprobs !== undefined) reply.logprobs = answer.logprobs;
+  if (answer.choices) reply.choices = answer.choices;
   if (answer.embedding) reply.embedding = answer.embedding;
   if (answer.embeddings) reply.embeddings = answer.embeddings;
   if (answer.usage) reply.usage = answer.usage;

@@ -195,6 +195,9 @@ export class ChainCall {
       upstreamMs: ms,
       provider: provider.name,
     };
+    if (completion.tool_calls !== undefined) result.tool_calls = completion.tool_calls;
+    if (completion.logprobs !== undefined) result.logprobs = completion.logprobs;
+    if (completion.choices !== undefined) result.choices = completion.choices;
     if (completion.embedding !== undefined) result.embedding = completion.embedding;
     if (completion.embeddings !== undefined) result.embeddings = completion.embeddings;
     if (completion.usage !== undefined) result.usage = completion.usage;

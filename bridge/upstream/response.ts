@@ -1,6 +1,6 @@
 // Reading an OpenAI-compatible answer. Kept apart from the HTTP loop so the loop only
 // decides *whether* to retry, never how to pick a body apart.
-import type { Answer, Usage } from '../../contract/index.js';
+import type { Answer, Choice, ToolCall, Usage } from '../../contract/index.js';
 
 /** A usable answer read from the upstream's body. */
 export type Completion = Answer;
@@ -38,21 +38,48 @@ export function parseCompletion(text: string, requestedModel: string): Completio
   const json = parseJson(text);
   if (json === undefined) return { malformed: `answer is not valid JSON: ${truncate(text, 60)}` };
   if (!isRecord(json)) return { malformed: 'answer is not a JSON object' };
-  const choices = json['choices'];
-  const first: unknown = Array.isArray(choices) ? choices[0] : undefined;
-  if (!isRecord(first)) return { malformed: 'answer has no choices' };
-  const message = first['message'];
-  if (!isRecord(message)) return { malformed: 'first choice has no message' };
-  const content = message['content'];
-  const finish = first['finish_reason'];
+  const choices = Array.isArray(json['choices']) ? json['choices'].map(choiceOf) : [];
+  const first = choices[0];
+  if (first === undefined) return { malformed: 'answer has no choices' };
+  if ('malformed' in first) return first;
   const usage = usageOf(json['usage']);
   const completion: Completion = {
     model: typeof json['model'] === 'string' && json['model'] !== '' ? json['model'] : requestedModel,
+    content: first.content,
+    finish_reason: first.finish_reason,
+  };
+  if (first.tool_calls) completion.tool_calls = first.tool_calls;
+  if (first.logprobs !== undefined) completion.logprobs = first.logprobs;
+  if (choices.length > 1) {
+    const all = choices.filter((c): c is Choice => !('malformed' in c));
+    if (all.length !== choices.length) return { malformed: 'a choice has no message' };
+    completion.choices = all;
+  }
+  if (usage) completion.usage = usage;
+  return completion;
+}
+
+/** One choice of a chat answer: its text, why it ended, its tool calls and log probabilities. */
+function choiceOf(value: unknown, index: number): Choice | { malformed: string } {
+  const message = isRecord(value) ? value['message'] : undefined;
+  if (!isRecord(value) || !isRecord(message)) return { malformed: index === 0 ? 'first choice has no message' : 'a choice has no message' };
+  const { content } = message;
+  const finish = value['finish_reason'];
+  const choice: Choice = {
+    index: typeof value['index'] === 'number' ? value['index'] : index,
     content: typeof content === 'string' ? content : null,
     finish_reason: typeof finish === 'string' ? finish : null,
   };
-  if (usage) completion.usage = usage;
-  return completion;
+  const calls = Array.isArray(message['tool_calls']) ? message['tool_calls'].filter(isToolCall) : [];
+  if (calls.length > 0) choice.tool_calls = calls;
+  if (value['logprobs'] !== undefined && value['logprobs'] !== null) choice.logprobs = value['logprobs'];
+  return choice;
+}
+
+function isToolCall(value: unknown): value is ToolCall {
+  if (!isRecord(value) || typeof value['id'] !== 'string' || value['type'] !== 'function') return false;
+  const fn = value['function'];
+  return isRecord(fn) && typeof fn['name'] === 'string' && typeof fn['arguments'] === 'string';
 }
 
 const isCount = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value);

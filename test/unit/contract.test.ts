@@ -35,8 +35,12 @@ describe('InferRequestSchema: chat', () => {
     expect(requestKind(request)).toBe('chat');
   });
 
-  it('still ignores unknown fields', () => {
-    expect(parse({ id: 'c2', messages, user: 'x' })).toEqual({ id: 'c2', messages });
+  it('refuses a field it does not know, naming it, and keeps every OpenAI parameter it does', () => {
+    expect(violation({ id: 'c2', messages, max_token: 5 })).toBe('unknown field "max_token"');
+    expect(violation({ id: 'c2', messages, foo: 1, bar: 2 })).toBe('unknown field "foo", "bar"');
+    expect(violation({ id: 'e2', input: 'x', user: 'u' })).toBe('unknown field "user"');
+    const openai = { user: 'x', n: 2, logprobs: true, top_logprobs: 1, max_completion_tokens: 8, frequency_penalty: 1, presence_penalty: -1, logit_bias: { '7': 1 }, tool_choice: 'none', parallel_tool_calls: true };
+    expect(parse({ id: 'c2', messages, ...openai })).toEqual({ id: 'c2', messages, ...openai });
   });
 
   it('refuses embeddings parameters on a chat request, naming the field', () => {

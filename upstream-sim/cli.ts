@@ -6,7 +6,8 @@ import { UsageError } from '../contract/index.js';
 
 const USAGE = `usage: upstream-sim --port 8080 --latency-ms 50 [--jitter-ms 10] [--error-rate 0.05]
   [--rate-limit-rpm 600] [--hang-rate 0] [--revoked-keys k1,k2] [--host 127.0.0.1]
-  [--answer-bytes 0]  pad every chat answer's content to this many bytes`;
+  [--answer-bytes 0]  pad every chat answer's content to this many bytes
+  [--stream-chunk-ms 10]  pace of a streaming answer ("stream": true): one chunk every this many ms`;
 
 // CLI flag names, so messages name what the user typed rather than the option property.
 const FLAGS = {
@@ -19,6 +20,7 @@ const FLAGS = {
   revokedKeys: 'revoked-keys',
   host: 'host',
   answerBytes: 'answer-bytes',
+  streamChunkMs: 'stream-chunk-ms',
 } as const satisfies Record<keyof UpstreamSimOptions, string>;
 
 function parse(argv: string[]): UpstreamSimOptions {
@@ -50,12 +52,14 @@ function parse(argv: string[]): UpstreamSimOptions {
   const rateLimitRpm = num(FLAGS.rateLimitRpm);
   const hangRate = num(FLAGS.hangRate);
   const answerBytes = num(FLAGS.answerBytes);
+  const streamChunkMs = num(FLAGS.streamChunkMs);
   if (latencyMs !== undefined) opts.latencyMs = latencyMs;
   if (jitterMs !== undefined) opts.jitterMs = jitterMs;
   if (errorRate !== undefined) opts.errorRate = errorRate;
   if (rateLimitRpm !== undefined) opts.rateLimitRpm = rateLimitRpm;
   if (hangRate !== undefined) opts.hangRate = hangRate;
   if (answerBytes !== undefined) opts.answerBytes = answerBytes;
+  if (streamChunkMs !== undefined) opts.streamChunkMs = streamChunkMs;
   const revoked = values[FLAGS.revokedKeys];
   if (typeof revoked === 'string') opts.revokedKeys = revoked.split(',').map((k) => k.trim()).filter(Boolean);
   const problem = checkUpstreamSimOptions(opts);

@@ -6,6 +6,7 @@ import { later, send, sendRaw } from './http.js';
 import { openAiError } from './openai.js';
 import type { UpstreamSimSettings } from './options.js';
 import { bump, type SimStats } from './stats.js';
+import { sendStream, streamEvents, type StreamBreak } from './stream.js';
 
 /**
  * One-shot behaviours for the next chat/embeddings calls, consumed in order. A scripted
@@ -14,14 +15,17 @@ import { bump, type SimStats } from './stats.js';
  * - `{ hang: true }` never answers;
  * - `{ delayMs }` waits that long instead of the configured latency, then answers normally;
  * - `{ slowBodyMs }` sends the headers (200) at once and trickles a normal answer's body over that long;
- * - `{ malformed: true }` answers 200 with a body that is not valid JSON.
+ * - `{ malformed: true }` answers 200 with a body that is not valid JSON;
+ * - `{ streamBreak: { after, then } }`, for a streaming call: after `after` chunks the stream
+ *   drops its connection, hangs, or sends an event that is not JSON (stream.ts).
  */
 export type FaultStep =
   | { status: number; body?: unknown; retryAfterS?: number }
   | { hang: true }
   | { delayMs: number }
   | { slowBodyMs: number }
-  | { malformed: true };
+  | { malformed: true }
+  | { streamBreak: StreamBreak };
 
 /** What fault handling reads and changes; fields are read on every call, so reset() and setOptions() apply at once. */
 export interface FaultContext {
@@ -50,14 +54,25 @@ function defaultErrorBody(status: number): unknown {
  * plays out; over the rate limit gets 429; a random hang; else, after the latency, a random
  * 500 or `answerBody()` (built only then, so it is as fresh as the answer).
  */
-export function answerWithFaults(ctx: FaultContext, res: ServerResponse, key: string, answerBody: () => unknown): void {
+export function answerWithFaults(
+  ctx: FaultContext,
+  res: ServerResponse,
+  key: string,
+  answerBody: () => unknown,
+  stream?: { includeUsage: boolean },
+): void {
+  const answer = (broken?: StreamBreak): void => {
+    if (stream === undefined) send(ctx.stats, res, 200, answerBody());
+    else sendStream(ctx.stats, ctx.timers, res, streamEvents(answerBody() as Parameters<typeof streamEvents>[0], stream.includeUsage), ctx.settings.streamChunkMs, broken);
+  };
   if (key !== '' && ctx.settings.revokedKeys.includes(key)) {
     send(ctx.stats, res, 401, defaultErrorBody(401));
     return;
   }
   const step = ctx.steps.shift();
   if (step !== undefined) {
-    playStep(ctx, res, step, answerBody);
+    if ('streamBreak' in step) later(ctx.timers, latency(ctx.settings), () => answer(step.streamBreak));
+    else playStep(ctx, res, step, answerBody, answer);
     return;
   }
   const retryAfterS = overLimit(ctx, Date.now());
@@ -70,14 +85,19 @@ export function answerWithFaults(ctx: FaultContext, res: ServerResponse, key: st
     return;
   }
   const fail = ctx.settings.errorRate > 0 && Math.random() < ctx.settings.errorRate;
-  later(ctx.timers, latency(ctx.settings), () =>
-    fail ? send(ctx.stats, res, 500, defaultErrorBody(500)) : send(ctx.stats, res, 200, answerBody()),
-  );
+  later(ctx.timers, latency(ctx.settings), () => (fail ? send(ctx.stats, res, 500, defaultErrorBody(500)) : answer()));
 }
 
-function playStep(ctx: FaultContext, res: ServerResponse, step: FaultStep, answerBody: () => unknown): void {
+/** One scripted step; `answer` sends the normal answer (streamed when the call asked for a stream). */
+function playStep(
+  ctx: FaultContext,
+  res: ServerResponse,
+  step: Exclude<FaultStep, { streamBreak: StreamBreak }>,
+  answerBody: () => unknown,
+  answer: () => void,
+): void {
   if ('hang' in step) hang(ctx, res);
-  else if ('delayMs' in step) later(ctx.timers, step.delayMs, () => send(ctx.stats, res, 200, answerBody()));
+  else if ('delayMs' in step) later(ctx.timers, step.delayMs, answer);
   else if ('slowBodyMs' in step) trickle(ctx, res, answerBody(), step.slowBodyMs);
   else if ('malformed' in step) sendRaw(ctx.stats, res, 200, MALFORMED_BODY);
   else {

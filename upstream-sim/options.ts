@@ -23,6 +23,8 @@ export interface UpstreamSimOptions {
   revokedKeys?: string[];
   /** Pads each chat answer's content to at least this many bytes (large replies); default 0. */
   answerBytes?: number;
+  /** A streaming call (`"stream": true`) sends one chunk every this many ms; default 10. */
+  streamChunkMs?: number;
 }
 
 export type UpstreamSimSettings = Required<Omit<UpstreamSimOptions, 'rateLimitRpm'>> & {
@@ -50,6 +52,7 @@ export function checkUpstreamSimOptions(opts: Partial<UpstreamSimOptions>): stri
   }
   return (
     nonNegative('latencyMs', opts.latencyMs) ??
+    nonNegative('streamChunkMs', opts.streamChunkMs) ??
     nonNegative('jitterMs', opts.jitterMs) ??
     share('errorRate', opts.errorRate) ??
     share('hangRate', opts.hangRate)
@@ -70,6 +73,7 @@ export function settingsFrom(opts: UpstreamSimOptions): UpstreamSimSettings {
     hangRate: opts.hangRate ?? 0,
     revokedKeys: opts.revokedKeys ?? [],
     answerBytes: opts.answerBytes ?? 0,
+    streamChunkMs: opts.streamChunkMs ?? 10,
   };
 }
 

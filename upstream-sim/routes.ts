@@ -5,6 +5,7 @@ import { PayloadTooLarge } from '../contract/index.js';
 import { chatAnswer, checkChat } from './chat.js';
 import { checkEmbeddings, embeddingsAnswer } from './embeddings.js';
 import { answerWithFaults } from './faults.js';
+import { streamRequest } from './stream.js';
 import { bearerKey, keyLabel, parseJson, readBody, send, type ParsedBody } from './http.js';
 import { DEFAULT_MODEL, EMBEDDING_MODEL, isRecord, openAiError } from './openai.js';
 import type { RecordedRequest, SimState } from './state.js';
@@ -87,7 +88,8 @@ async function handleInference(
     return;
   }
   const body = parsed.value as Record<string, unknown>;
-  answerWithFaults(state, res, bearerKey(req), () => route.answer(state, body));
+  const stream = path === '/v1/chat/completions' ? streamRequest(body) : undefined;
+  answerWithFaults(state, res, bearerKey(req), () => route.answer(state, body), stream);
 }
 
 /** Adds the call to `state.requests`, stamped when its answer is handed to the socket. */

@@ -336,14 +336,15 @@ export class RedisStore implements Store {
    * Waits until the replicas have this connection's writes so far (REDIS_WAIT_REPLICAS), so
    * a failover cannot lose an admission the device was told of. The admissions of one
    * event-loop turn share one WAIT. Fewer replicas in time: the admission stands (it is in
-   * the primary) and `short` is told.
+   * the primary) and `short` is told. No answer (the primary died meanwhile): `unavailable`,
+   * never an acknowledgement of what may be gone.
    */
   private replicated(): Promise<void> {
     const replicas = this.replicas;
     if (!replicas || replicas.count === 0) return Promise.resolve();
     this.replication ??= new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
       this.replication = undefined;
-      const acked = await replicas.connection.wait(replicas.count, replicas.timeoutMs).catch(() => 0);
+      const acked = await this.guard(replicas.connection.wait(replicas.count, replicas.timeoutMs));
       if (acked < replicas.count) replicas.short(acked);
     });
     return this.replication;

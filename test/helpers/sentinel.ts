@@ -43,6 +43,17 @@ function start(args: string[]): Promise<ChildProcess> {
 export async function startSentinelSet(): Promise<SentinelSet> {
   const dir = tempDir('eab-sentinel-');
   const children: ChildProcess[] = [];
+  try {
+    return await startAll(dir, children);
+  } catch (err) {
+    // A part that did not start must not leave the others running.
+    for (const child of children) child.kill('SIGKILL');
+    dir.remove();
+    throw err;
+  }
+}
+
+async function startAll(dir: { path: string; remove(): void }, children: ChildProcess[]): Promise<SentinelSet> {
   const base = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir.path];
   const primaryPort = await freePort();
   children.push(await start(['--port', String(primaryPort), ...base]));

@@ -31,12 +31,3 @@ function primaryOptions(url: string): Record<string, unknown> {
   if (u.protocol === 'rediss:') options.tls = {};
   return options;
 }
-
-/** For log lines: where it connects, without credentials. */
-export function describeEndpoint(endpoint: RedisEndpoint): string {
-  if (endpoint.sentinels && endpoint.sentinels.length > 0) {
-    return `sentinel ${endpoint.sentinelName ?? ''} at ${endpoint.sentinels.map((s) => `${s.host}:${s.port}`).join(',')}`;
-  }
-  const u = new URL(endpoint.url ?? 'redis://unknown');
-  return `${u.protocol}//${u.host}`;
-}

@@ -10,7 +10,7 @@ import type { Store } from '../store/types.js';
  * interval + a claim and a call must stay within CONTRACT guarantee 1's takeover bound,
  * UPSTREAM_TIMEOUT_MS + 5 s, counted from a kill right after a renewal.
  */
-export const LEASE_MARGIN_MS = 3000;
+const LEASE_MARGIN_MS = 3000;
 
 /** How long a claim leases a job: one whole attempt and the margin. */
 export function leaseMsFor(upstreamTimeoutMs: number): number {

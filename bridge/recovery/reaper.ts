@@ -7,7 +7,7 @@ import { errorReply } from '../results/replies.js';
 import type { Store } from '../store/types.js';
 
 /** How often this instance looks for jobs whose leases ran out (one cheap store call). */
-export const REAP_EVERY_MS = 500;
+const REAP_EVERY_MS = 500;
 
 export interface ReaperDeps {
   store: Store;

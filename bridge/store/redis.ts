@@ -341,7 +341,7 @@ export class RedisStore implements Store {
    */
   private replicated(): Promise<void> {
     const replicas = this.replicas;
-    if (!replicas || replicas.count === 0) return Promise.resolve();
+    if (!replicas) return Promise.resolve();
     this.replication ??= new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
       this.replication = undefined;
       const acked = await this.guard(replicas.connection.wait(replicas.count, replicas.timeoutMs));

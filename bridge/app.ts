@@ -143,7 +143,8 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     connectedClients: () => mqtt.clientCount(),
     refusals: () => mqtt.refusals(),
   });
-  const results = new Results(mqtt.publish, metrics);
+  const streamSettings = { flushMs: config.streamFlushMs, flushBytes: config.streamFlushBytes, qos: config.streamQos };
+  const results = new Results(mqtt.publish, metrics, Date.now, streamSettings);
   const shedder = buildShedder(core, metrics, () => scheduler);
   const { prices, embeddingModel } = config.file;
   const scheduler: Scheduler = new Scheduler(

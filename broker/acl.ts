@@ -24,7 +24,7 @@ function subscribePatterns(identity: Identity): string[] {
       // Its whole namespace: the result topic and any MQTT 5 response topic it names there.
       return identity.deviceId === undefined ? [] : [`devices/${identity.deviceId}/#`, 'bridge/+/status'];
     case 'observer':
-      return ['devices/+/result', 'devices/+/infer/+', 'bridge/#'];
+      return ['devices/+/result', 'devices/+/stream', 'devices/+/infer/+', 'bridge/#'];
     case 'operator':
       return ['#', '$SYS/#'];
   }

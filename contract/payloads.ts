@@ -114,6 +114,8 @@ export const ChatRequestSchema = z.strictObject(
     top_logprobs: z.number().int().min(0).max(20).optional(),
     user: z.string().max(256).optional(),
     n: z.number().int().min(1).max(MAX_CHOICES, `must be at most ${MAX_CHOICES}`).optional(),
+    /** Preview the first choice's text on `devices/{id}/stream` as it is written; the reply is unchanged. */
+    stream: z.boolean().optional(),
     dimensions: notFor('dimensions', 'chat'),
     encoding_format: notFor('encoding_format', 'chat'),
   },
@@ -145,6 +147,7 @@ export const EmbeddingRequestSchema = z.strictObject({
   stop: notFor('stop', 'embeddings'),
   response_format: notFor('response_format', 'embeddings'),
   seed: notFor('seed', 'embeddings'),
+  stream: notFor('stream', 'embeddings'),
 }, unknownField);
 export type EmbeddingRequest = z.infer<typeof EmbeddingRequestSchema>;
 
@@ -256,6 +259,15 @@ export type ErrorReply = z.infer<typeof ErrorReplySchema>;
 
 export const ReplySchema = z.discriminatedUnion('ok', [OkReplySchema, ErrorReplySchema]);
 export type Reply = z.infer<typeof ReplySchema>;
+
+// --- stream (a preview of the text; the reply above stays the end of the request) ----------
+
+/** Text of the first choice, in order: a device shows the deltas one after another. */
+export const StreamDeltaSchema = z.object({ id: z.string(), seq: z.number().int().nonnegative(), delta: z.string() });
+/** The text shown so far is void (the provider failed mid-answer): clear it, the next delta starts afresh. */
+export const StreamResetSchema = z.object({ id: z.string(), seq: z.number().int().nonnegative(), reset: z.literal(true) });
+export const StreamChunkSchema = z.union([StreamDeltaSchema, StreamResetSchema]);
+export type StreamChunk = z.infer<typeof StreamChunkSchema>;
 
 export const StatusSchema = z.object({
   state: z.enum(['online', 'offline']),

@@ -20,6 +20,8 @@ export function deviceIdOfClientId(clientId: string): string | null {
 export const topics = {
   infer: (deviceId: string, priority: Priority): string => `devices/${deviceId}/infer/${priority}`,
   result: (deviceId: string): string => `devices/${deviceId}/result`,
+  /** Chunks of a `"stream": true` request's text, as the upstream writes it. */
+  stream: (deviceId: string): string => `devices/${deviceId}/stream`,
   status: (instanceId: string): string => `bridge/${instanceId}/status`,
   metrics: (instanceId: string): string => `bridge/${instanceId}/metrics`,
   inferWildcard: 'devices/+/infer/+',

@@ -121,6 +121,12 @@ export const EnvSchema = z.object({
   UPSTREAM_TIMEOUT_MS: int(1).default(30_000),
   MAX_RATE_LIMITED_RETRIES: int(0).default(10),
   MAX_PAYLOAD_BYTES: int(1).default(262_144),
+  STREAM_FLUSH_MS: int(0).default(100),
+  STREAM_FLUSH_BYTES: int(64).default(512),
+  STREAM_QOS: z
+    .enum(['0', '1'], { error: 'must be 0 or 1' })
+    .default('0')
+    .transform((v): 0 | 1 => (v === '1' ? 1 : 0)),
   IDEMPOTENCY_TTL_S: int(1).default(86_400),
   CACHE_TTL_S: int(0).default(300),
   SHUTDOWN_GRACE_MS: int(0).default(10_000),

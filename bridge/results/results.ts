@@ -1,6 +1,8 @@
 // Replies leave here: one QoS 1 publish on the device's own result topic and, when the
 // request named an MQTT 5 Response Topic, one more there with its Correlation Data.
 import { topics, type Publish, type PublishProperties, type Reply, type ReplyRoute } from '../../contract/index.js';
+import type { Logger } from '../logger.js';
+import { StreamPublisher, type StreamSettings } from './stream.js';
 
 /** Who gets a reply: a queued job, or a request refused before it became one. */
 export interface ReplyTarget {
@@ -16,13 +18,22 @@ export interface ReplyObserver {
 
 const CONTENT_TYPE = 'application/json';
 
+/** STREAM_FLUSH_MS, STREAM_FLUSH_BYTES and STREAM_QOS defaults. */
+export const DEFAULT_STREAM_SETTINGS: StreamSettings = { flushMs: 100, flushBytes: 512, qos: 0 };
+
 export class Results {
   constructor(
     private readonly publish: Publish,
     /** Sees every reply on its way out (metrics): the one place all of them pass. */
     private readonly observer?: ReplyObserver,
     private readonly clock: () => number = Date.now,
+    private readonly streamSettings: StreamSettings = DEFAULT_STREAM_SETTINGS,
   ) {}
+
+  /** Where a `"stream": true` request's text goes as it is written (devices/{id}/stream). */
+  openStream(deviceId: string, requestId: string, log: Logger): StreamPublisher {
+    return new StreamPublisher(this.publish, deviceId, requestId, this.streamSettings, log, this.clock);
+  }
 
   async send(target: ReplyTarget, reply: Reply): Promise<void> {
     this.observer?.reply(reply);

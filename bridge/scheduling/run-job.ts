@@ -7,6 +7,8 @@ import { lazyChild, type LazyLog, type Logger } from '../logger.js';
 import { leaseTooShort, type HeldLease } from '../recovery/leases.js';
 import { answerBookkeeping, type Bookkeeping, type Completion } from '../results/completion.js';
 import { errorReply, okReply } from '../results/replies.js';
+import type { Results } from '../results/results.js';
+import type { StreamPublisher } from '../results/stream.js';
 import type { ClaimedJob, Lead, Store } from '../store/types.js';
 import { buildUpstreamBody } from '../upstream/body.js';
 import type { UpstreamCall, UpstreamResult } from '../upstream/client.js';
@@ -28,6 +30,8 @@ export interface RunDeps {
   upstream: Upstream;
   /** Record, publish, complete: how every ending becomes the job's one reply. */
   completion: Completion;
+  /** Where a streamed request's text goes as it is written. */
+  streams: Pick<Results, 'openStream'>;
   coalescer: Coalescer;
   logger: Logger;
   clock: () => number;
@@ -102,7 +106,14 @@ export class JobRunner {
   /** The job's own upstream call: its ok reply, and in `outcome` what its completion books. */
   private async callUpstream(entry: Running, claimedAt: number, log: LazyLog, outcome: Outcome): Promise<OkReply> {
     const { job } = entry;
-    const result = await this.deps.upstream.call(this.upstreamCall(entry, log));
+    const stream = this.streamOf(job);
+    let result: UpstreamResult;
+    try {
+      result = await this.deps.upstream.call(this.upstreamCall(entry, log, stream));
+    } finally {
+      // Every chunk leaves before the reply (or the error) that ends the request.
+      if (stream) await stream.close();
+    }
     this.deps.observer.answered(result);
     const reply = okReply(job, result, {
       cached: false,
@@ -117,7 +128,13 @@ export class JobRunner {
     return reply;
   }
 
-  private upstreamCall(entry: Running, log: LazyLog): UpstreamCall {
+  /** The stream of a `"stream": true` chat request; none for any other. */
+  private streamOf(job: ClaimedJob): StreamPublisher | undefined {
+    if (isEmbeddingRequest(job.request) || job.request.stream !== true) return undefined;
+    return this.deps.streams.openStream(job.deviceId, job.id, this.deps.logger);
+  }
+
+  private upstreamCall(entry: Running, log: LazyLog, stream: StreamPublisher | undefined): UpstreamCall {
     const { job, abort } = entry;
     const { config, store } = this.deps;
     const lock = job.request.lock;
@@ -137,6 +154,7 @@ export class JobRunner {
         });
       },
       signal: abort.signal,
+      stream,
     };
   }
 

@@ -76,7 +76,7 @@ export class Scheduler implements Dispatch {
     this.completion = completion;
     this.slots = new Slots(config.maxConcurrency, () => this.running.size);
     this.coalescer = new Coalescer(store, this.leaseMs, clock);
-    this.runner = new JobRunner({ config, store, upstream, completion, coalescer: this.coalescer, logger, clock, observer, queueWait });
+    this.runner = new JobRunner({ config, store, upstream, completion, streams: results, coalescer: this.coalescer, logger, clock, observer, queueWait });
     this.renewal = new LeaseRenewal(store, owner, this.leaseMs, clock, logger, () => [...this.running.values()]);
     this.reaper = new Reaper({
       store,

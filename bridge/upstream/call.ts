@@ -41,6 +41,20 @@ export interface UpstreamCall {
   onRateLimited?: (retryAfterMs: number) => void;
   /** Aborts everything (shutdown). */
   signal?: AbortSignal;
+  /**
+   * Set for a chat call to be streamed: the upstream is asked for a stream (with the usage at
+   * its end) and the first choice's text goes here as it arrives. The result is the whole
+   * answer all the same.
+   */
+  stream?: StreamSink;
+}
+
+/** Where a streamed call's text goes as the upstream writes it. */
+export interface StreamSink {
+  /** The next piece of the first choice's text. */
+  delta(text: string): void;
+  /** An attempt that wrote text failed: what was written is void; another attempt may follow. */
+  reset(): void;
 }
 
 /** The answer, and how it was obtained. */

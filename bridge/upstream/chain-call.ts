@@ -130,17 +130,27 @@ export class ChainCall {
   /** One attempt on the chosen provider, its outcome told to the provider's breaker. */
   private async attempt({ member, keyIndex, permit }: Chosen): Promise<Outcome> {
     const { payload, model } = this.payloadFor(member.provider);
+    const sink = this.req.stream;
+    let wrote = false;
+    const onText =
+      sink &&
+      ((text: string): void => {
+        wrote = true;
+        sink.delta(text);
+      });
     let outcome: Outcome;
     try {
       this.progress.requests += 1;
       const before = this.req.beforeAttempt?.(this.progress.requests);
       if (before) await before;
-      outcome = await this.send(member.provider, keyIndex, payload, model);
+      outcome = await this.send(member.provider, keyIndex, payload, model, onText);
     } catch (err) {
       // The attempt never ran (or was aborted): hand a half-open probe back at once.
       await member.breaker?.release(permit);
       throw err;
     }
+    // The device saw this attempt's text: it is void now, whatever comes next.
+    if (wrote && outcome.kind !== 'ok') sink?.reset();
     // The breaker learns about the provider's health only; 4xx answers show it is up.
     const recording = member.breaker?.record(permit, outcome.kind !== 'retry', outcome.kind === 'retry' ? outcome.message : undefined);
     if (recording) await recording;
@@ -148,7 +158,7 @@ export class ChainCall {
   }
 
   /** After beforeAttempt (counted in progress.requests): checks the call may still start, then sends. */
-  private send(provider: Provider, keyIndex: number, payload: string, model: string): Promise<Outcome> {
+  private send(provider: Provider, keyIndex: number, payload: string, model: string, onText?: (text: string) => void): Promise<Outcome> {
     const { progress, req } = this;
     throwIfAborted(req.signal);
     // beforeAttempt may have waited (rate-limit tokens, lock lease), so look again.
@@ -159,7 +169,7 @@ export class ChainCall {
         'upstream attempt',
       );
     }
-    return provider.attempt(payload, model, provider.headers(req.headers, keyIndex), req.signal, this.shape);
+    return provider.attempt(payload, model, provider.headers(req.headers, keyIndex), req.signal, this.shape, onText);
   }
 
   private payloadFor(provider: Provider): { payload: string; model: string } {
@@ -175,9 +185,13 @@ export class ChainCall {
     return entry;
   }
 
-  /** The body with `model` in its place; the body as it is (no copy) when it names that model already. */
+  /**
+   * The body with `model` in its place (as it is, no copy, when it names that model already),
+   * asking for a stream with the usage at its end when the call streams.
+   */
   private payloadWith(model: string): { payload: string; model: string } {
-    const { body } = this.req;
+    const { body, stream } = this.req;
+    if (stream && this.shape.kind === 'chat') return { payload: JSON.stringify({ ...body, model, stream: true, stream_options: { include_usage: true } }), model };
     return { payload: JSON.stringify(body.model === model ? body : { ...body, model }), model };
   }
 

@@ -6,7 +6,7 @@ import type { BackoffOptions } from './backoff.js';
 import { ProviderChain } from './chain.js';
 import type { Logger } from '../logger.js';
 
-export type { UpstreamCall, UpstreamResult } from './call.js';
+export type { StreamSink, UpstreamCall, UpstreamResult } from './call.js';
 export { ProviderChain, type ProviderChainOptions, type ProviderHealth } from './chain.js';
 
 export interface UpstreamClientOptions {

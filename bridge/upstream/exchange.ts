@@ -14,7 +14,19 @@ export type Exchange =
   /** `outer` was aborted. */
   | { kind: 'aborted' }
   /** undici's own failure (connection, its own timeouts, a malformed response). */
-  | { kind: 'error'; error: Error };
+  | { kind: 'error'; error: Error }
+  /** A BodyReader stopped the body midway: it cannot be used. */
+  | { kind: 'unusable'; message: string };
+
+/**
+ * Reads a body as it arrives instead of buffering it (a stream): `start` decides from the
+ * status and headers; then `data` gets every piece and may stop the exchange with a reason.
+ * A read body ends as a `response` with empty text.
+ */
+export interface BodyReader {
+  start(status: number, headers: IncomingHttpHeaders): boolean;
+  data(chunk: Buffer): string | undefined;
+}
 
 export interface ExchangeRequest {
   path: string;
@@ -29,12 +41,14 @@ class BufferingHandler implements Dispatcher.DispatchHandler {
   private headers: IncomingHttpHeaders = {};
   private readonly chunks: Buffer[] = [];
   private done = false;
+  private reading = false;
   timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly resolve: (outcome: Exchange) => void,
     private readonly outer: AbortSignal | undefined,
     readonly timeoutMs: number,
+    private readonly reader: BodyReader | undefined,
   ) {}
 
   /** The outer signal fired (shutdown). */
@@ -59,10 +73,16 @@ class BufferingHandler implements Dispatcher.DispatchHandler {
   onResponseStart(_controller: Dispatcher.DispatchController, status: number, headers: IncomingHttpHeaders): void {
     this.status = status;
     this.headers = headers;
+    this.reading = this.reader?.start(status, headers) ?? false;
   }
 
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    this.chunks.push(chunk);
+    if (!this.reading) {
+      this.chunks.push(chunk);
+      return;
+    }
+    const unusable = this.reader?.data(chunk);
+    if (unusable !== undefined) this.finish({ kind: 'unusable', message: unusable }, new Error(unusable));
   }
 
   onResponseEnd(): void {
@@ -80,10 +100,16 @@ function timedOut(handler: BufferingHandler): void {
 }
 
 /** Never rejects: every way the exchange can end is an `Exchange`. */
-export function exchange(dispatcher: Dispatcher, request: ExchangeRequest, timeoutMs: number, outer: AbortSignal | undefined): Promise<Exchange> {
+export function exchange(
+  dispatcher: Dispatcher,
+  request: ExchangeRequest,
+  timeoutMs: number,
+  outer: AbortSignal | undefined,
+  reader?: BodyReader,
+): Promise<Exchange> {
   if (outer?.aborted) return Promise.resolve({ kind: 'aborted' });
   return new Promise((resolve) => {
-    const handler = new BufferingHandler(resolve, outer, timeoutMs);
+    const handler = new BufferingHandler(resolve, outer, timeoutMs, reader);
     handler.timer = setTimeout(timedOut, timeoutMs, handler);
     if (outer) onAbort(outer, handler.aborted);
     dispatcher.dispatch(request, handler);

@@ -7,6 +7,7 @@ import { exchange } from './exchange.js';
 import { parseRetryAfterMs } from './backoff.js';
 import { KeyRing } from './keys.js';
 import { CHAT_SHAPE, parseAnswer, readError, truncate, type AnswerShape, type Completion } from './response.js';
+import { StreamReader } from './stream-response.js';
 
 export interface ProviderOptions {
   /** `primary`, `fallback` or a CONFIG_FILE provider name; in logs, replies' metadata and the breaker key. */
@@ -98,8 +99,10 @@ export class Provider {
   /**
    * One HTTP request, bounded by timeoutMs from start (the wait for a pooled socket
    * included) to the last body byte: to /chat/completions, or to /embeddings for an
-   * embeddings `shape`, whose answer is read as one. Never throws except for the outer
-   * abort (shutdown), which becomes `unavailable`.
+   * embeddings `shape`, whose answer is read as one. With `onText` (a chat payload asking
+   * for a stream), a streamed answer is read as it arrives and its first choice's text handed
+   * to `onText`; the outcome is the whole answer all the same. Never throws except for the
+   * outer abort (shutdown), which becomes `unavailable`.
    */
   async attempt(
     payload: string,
@@ -107,10 +110,15 @@ export class Provider {
     headers: Record<string, string>,
     outer: AbortSignal | undefined,
     shape: AnswerShape = CHAT_SHAPE,
+    onText?: (text: string) => void,
   ): Promise<Outcome> {
     const started = performance.now();
-    const result = await exchange(this.pool, { path: this.paths[shape.kind], method: 'POST', headers, body: payload }, this.timeoutMs, outer);
+    const reader = onText && shape.kind === 'chat' ? new StreamReader(onText) : undefined;
+    if (reader) headers['accept'] = 'text/event-stream';
+    const request = { path: this.paths[shape.kind], method: 'POST' as const, headers, body: payload };
+    const result = await exchange(this.pool, request, this.timeoutMs, outer, reader);
     if (result.kind === 'aborted') throw shuttingDown();
+    if (result.kind === 'unusable') return { kind: 'retry', timeout: false, status: 200, message: scrubbed(`unusable stream: ${result.message}`, headers) };
     // undici's own timeouts sit just behind ours (see the Pool): either way the attempt timed out.
     const code = result.kind === 'error' ? errorCode(result.error) : undefined;
     if (result.kind === 'timeout' || UNDICI_TIMEOUT_CODES.has(code ?? '')) {
@@ -122,7 +130,15 @@ export class Provider {
       return { kind: 'retry', timeout: false, message: `network error: ${truncate(detail)}` };
     }
     const ms = performance.now() - started;
+    if (reader?.started) return this.streamed(reader, model, ms, headers);
     return this.classify(result.status, result.headers['retry-after'], result.headers['retry-after-ms'], result.text, model, ms, shape, headers);
+  }
+
+  /** A 2xx stream that ended: its whole answer, or why it cannot be used. */
+  private streamed(reader: StreamReader, model: string, ms: number, headers: Record<string, string>): Outcome {
+    const parsed = reader.answer.completion(model);
+    if (!('malformed' in parsed)) return { kind: 'ok', completion: parsed, ms };
+    return { kind: 'retry', timeout: false, status: 200, message: scrubbed(`unusable stream: ${parsed.malformed}`, headers) };
   }
 
   async close(): Promise<void> {

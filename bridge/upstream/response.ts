@@ -15,11 +15,11 @@ export const CHAT_SHAPE: AnswerShape = { kind: 'chat' };
 
 const MAX_MESSAGE_CHARS = 200;
 
-function isRecord(value: unknown): value is Record<string, unknown> {
+export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function parseJson(text: string): unknown {
+export function parseJson(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {
@@ -85,7 +85,7 @@ function isToolCall(value: unknown): value is ToolCall {
 const isCount = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value);
 
 /** The answer's token counts as UsageSchema reads them (three finite numbers, nothing else kept); undefined when they are not. */
-function usageOf(value: unknown): Usage | undefined {
+export function usageOf(value: unknown): Usage | undefined {
   if (!isRecord(value)) return undefined;
   const { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total } = value;
   if (!isCount(prompt) || !isCount(completion) || !isCount(total)) return undefined;

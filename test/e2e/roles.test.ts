@@ -30,6 +30,9 @@ const SUBSCRIBE: Array<[string, Record<RoleName, boolean>]> = [
   ['devices/cam-b/result', { device: false, observer: true, operator: true }],
   ['devices/+/result', { device: false, observer: true, operator: true }],
   ['devices/+/infer/+', { device: false, observer: true, operator: true }],
+  ['devices/cam-a/stream', { device: true, observer: true, operator: true }],
+  ['devices/cam-b/stream', { device: false, observer: true, operator: true }],
+  ['devices/+/stream', { device: false, observer: true, operator: true }],
   ['devices/cam-a/infer/normal', { device: true, observer: true, operator: true }], // its own namespace
   ['devices/cam-a/rpc/#', { device: true, observer: false, operator: true }], // MQTT 5 response topics
   ['devices/cam-b/rpc/#', { device: false, observer: false, operator: true }],

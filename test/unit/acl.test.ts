@@ -39,6 +39,7 @@ describe('role rules', () => {
 
   it('lets an observer read results, requests and bridge topics but publish nothing', () => {
     expect(maySubscribe(observer, 'devices/+/result')).toBe(true);
+    expect(maySubscribe(observer, 'devices/+/stream')).toBe(true);
     expect(maySubscribe(observer, 'devices/+/infer/+')).toBe(true);
     expect(maySubscribe(observer, 'bridge/#')).toBe(true);
     expect(maySubscribe(observer, '#')).toBe(false);

@@ -16,10 +16,12 @@ import { ask, okOf, startHarness, type Harness } from '../helpers/harness.js';
 const ACL = [
   'pattern write devices/%u/infer/+',
   'pattern read devices/%u/result',
+  'pattern read devices/%u/stream',
   'pattern read devices/%u/rpc/#',
   'user bridge',
   'topic read devices/+/infer/+',
   'topic write devices/+/result',
+  'topic write devices/+/stream',
   'topic write devices/+/rpc/#',
   'topic readwrite bridge/#',
 ];
@@ -76,16 +78,16 @@ const contents = (harness: Harness): unknown[] =>
   harness.upstream.requests.map((r) => (r.body as { messages?: Array<{ content?: unknown }> } | null)?.messages?.[0]?.content);
 
 describe('external broker: the Mosquitto ACL recipe', () => {
-  it('answers cam-1 on its result topic and its response topic; cam-2 subscribed to devices/cam-1/# gets none of it', async () => {
+  it('answers cam-1 on its result, stream and response topics; cam-2 subscribed to devices/cam-1/# gets none of it', async () => {
     const { h } = await setup();
     const cam1 = await login(h.url, 'cam-1');
     const cam2 = await login(h.url, 'cam-2');
-    await cam1.c.subscribeAsync(['devices/cam-1/result', 'devices/cam-1/rpc/#'], { qos: 1 });
+    await cam1.c.subscribeAsync(['devices/cam-1/result', 'devices/cam-1/stream', 'devices/cam-1/rpc/#'], { qos: 1 });
     // Mosquitto 2.0 grants the subscription; the ACL filters each delivery.
     await cam2.c.subscribeAsync(['devices/cam-1/#', 'devices/cam-2/result'], { qos: 1 });
 
     const correlationData = Buffer.from('corr-1');
-    await cam1.c.publishAsync('devices/cam-1/infer/normal', JSON.stringify(ask('q1', 'from cam-1')), {
+    await cam1.c.publishAsync('devices/cam-1/infer/normal', JSON.stringify(ask('q1', 'from cam-1', { stream: true })), {
       qos: 1,
       properties: { responseTopic: 'devices/cam-1/rpc/x', correlationData },
     });
@@ -101,7 +103,9 @@ describe('external broker: the Mosquitto ACL recipe', () => {
     await waitUntil(() => on(cam2, 'devices/cam-2/result').length > 0, 5000, 10);
     expect(okOf(replyOf(on(cam2, 'devices/cam-2/result')[0])).id).toBe('q2');
     expect(cam2.got.map((p) => p.topic)).toEqual(['devices/cam-2/result']);
-    expect(cam1.got.map((p) => p.topic).sort()).toEqual(['devices/cam-1/result', 'devices/cam-1/rpc/x']);
+    expect([...new Set(cam1.got.map((p) => p.topic))].sort()).toEqual(['devices/cam-1/result', 'devices/cam-1/rpc/x', 'devices/cam-1/stream']);
+    const streamed = on(cam1, 'devices/cam-1/stream').map((p) => (JSON.parse(p.payload.toString()) as { delta: string }).delta);
+    expect(streamed.join('')).toBe('sim answer to: from cam-1');
   });
 
   it("refuses cam-1's publish on cam-2's request topic (PUBACK 0x87): the upstream never sees it", async () => {

@@ -30,11 +30,13 @@ const BRIDGE_ACL = [
   '# devices (username = device id): publish own requests, read own results and MQTT 5 response topics',
   'pattern write devices/%u/infer/+',
   'pattern read devices/%u/result',
+  'pattern read devices/%u/stream',
   'pattern read devices/%u/rpc/#',
   'user bridge',
   '# $share/edge-ai-bridge/devices/+/infer/+ is checked per message against its real topic',
   'topic read devices/+/infer/+',
   'topic write devices/+/result',
+  'topic write devices/+/stream',
   'topic write devices/+/rpc/#',
   'topic readwrite bridge/#',
 ];

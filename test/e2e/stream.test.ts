@@ -4,13 +4,17 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { StreamChunkSchema, topics, type StreamChunk } from '../../contract/index.js';
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
+import { startFleet, type Fleet } from '../helpers/fleet.js';
 import { ask, okOf, startHarness, type Device, type Harness } from '../helpers/harness.js';
 
 let h: Harness | undefined;
+let fleet: Fleet | undefined;
 const sims: UpstreamSim[] = [];
 afterEach(async () => {
   await h?.close();
   h = undefined;
+  await fleet?.close();
+  fleet = undefined;
   await Promise.all(sims.splice(0).map((s) => s.close()));
 });
 
@@ -130,6 +134,19 @@ describe('streaming to devices', () => {
     const chunks = await streamOf(d);
     await d.publish('high', ask('s8', 'Report the oven temperature trend.', { stream: true }));
     const reply = okOf((await d.reply('s8'))[0]);
+    expect(chunks.map((c) => c.seq)).toEqual(chunks.map((_, i) => i));
+    expect(text(chunks)).toBe(reply.content);
+  });
+
+  it('streams to a panel connected to another instance on Redis than the one that runs the request', async () => {
+    fleet = await startFleet(2, { STREAM_FLUSH_MS: '0' }, { latencyMs: 5, streamChunkMs: 1 });
+    const [one, two] = fleet.instances as [NonNullable<Fleet['instances'][0]>, NonNullable<Fleet['instances'][0]>];
+    const panel = await two.device('cam-8.panel');
+    const chunks = await streamOf(panel);
+    const d = await one.device('cam-8');
+    await d.publish('high', ask('s9', 'Which shift changed the die?', { stream: true }));
+    const reply = okOf((await d.reply('s9'))[0]);
+    await panel.reply('s9');
     expect(chunks.map((c) => c.seq)).toEqual(chunks.map((_, i) => i));
     expect(text(chunks)).toBe(reply.content);
   });

@@ -191,7 +191,9 @@ export class ChainCall {
    */
   private payloadWith(model: string): { payload: string; model: string } {
     const { body, stream } = this.req;
-    if (stream && this.shape.kind === 'chat') return { payload: JSON.stringify({ ...body, model, stream: true, stream_options: { include_usage: true } }), model };
+    if (stream && this.shape.kind === 'chat') {
+      return { payload: JSON.stringify({ ...body, model, stream: true, stream_options: { include_usage: true } }), model };
+    }
     return { payload: JSON.stringify(body.model === model ? body : { ...body, model }), model };
   }
 

@@ -77,6 +77,8 @@ class BufferingHandler implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    // Given up on (timed out): what still arrives must not reach a reader whose text was voided.
+    if (this.done) return;
     if (!this.reading) {
       this.chunks.push(chunk);
       return;

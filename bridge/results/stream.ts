@@ -5,7 +5,6 @@
 // topic stays the end of the request, so a chunk that cannot be published is not retried.
 import { topics, type Publish, type StreamChunk } from '../../contract/index.js';
 import type { Logger } from '../logger.js';
-import type { StreamSink } from '../upstream/client.js';
 
 export interface StreamSettings {
   /** STREAM_FLUSH_MS: the shortest time between two chunks of one request (0: every piece at once). */
@@ -16,7 +15,8 @@ export interface StreamSettings {
   qos: 0 | 1;
 }
 
-export class StreamPublisher implements StreamSink {
+/** The upstream layer's StreamSink, by shape (results never imports upstream). */
+export class StreamPublisher {
   private readonly topic: string;
   private seq = 0;
   private pending = '';

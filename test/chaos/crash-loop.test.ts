@@ -10,7 +10,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { redisKeys } from '../../bridge/store/redis-keys.js';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
-import { connectChaosDevice, steadyLoad, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
+import { connectChaosDevice, steadyLoad, waitUntil, type ChaosDevice, type SeenReply } from '../helpers/chaos.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const redis = connectRedis();
@@ -71,7 +71,12 @@ describe('chaos: crash loop', () => {
       REDIS_PREFIX: prefix,
       UPSTREAM_URL: upstream.url,
       UPSTREAM_TIMEOUT_MS: String(TIMEOUT_MS),
-      MAX_CONCURRENCY: '8',
+      // Slots for ~100 requests/s against 20 offered: the backlog of each kill drains before
+      // the next, so the bound measures the takeover, not queueing behind earlier kills.
+      MAX_CONCURRENCY: '32',
+      // A job orphaned by one kill is taken over about when the next kill comes, and each
+      // holder that dies counts an attempt: 3 would dead-letter a job unlucky three times.
+      MAX_ATTEMPTS: '10',
       RATE_LIMIT_RPM: '100000',
       DEVICE_RATE_LIMIT_RPM: '100000',
     };
@@ -113,7 +118,7 @@ describe('chaos: crash loop', () => {
     const left = await leftovers(prefix);
     console.log(
       `[chaos crash loop] ${KILLS} kills, sent ${sent.size}, acknowledged ${acknowledged.size}, missing ${missing.length}, ` +
-        `answered two ways ${differing.length}, duplicates ${duplicates}, error replies ${errors.length}, ` +
+        `answered two ways ${differing.length}, duplicates ${duplicates}, error replies ${errors.length}${errorCodes(errors, repliesOf)}, ` +
         `slowest answer after its last kill ${slowest} ms (bound ${TAKEOVER_BOUND_MS}), left in Redis ${JSON.stringify(left)}`,
     );
 
@@ -126,3 +131,10 @@ describe('chaos: crash loop', () => {
     expect(left).toEqual({ leases: 0, locks: 0, queue: 0, parked: 0, deadlines: 0, liveRecords: 0, flights: 0 });
   });
 });
+
+/** The error replies' codes and first message, so a failure says what went wrong. */
+function errorCodes(ids: string[], repliesOf: (id: string) => SeenReply[]): string {
+  const bad = ids.flatMap((id) => repliesOf(id).filter((r) => !r.ok));
+  const codes = [...new Set(bad.map((r) => r.code ?? '?'))].join(',');
+  return bad.length === 0 ? '' : ` (${codes}; first: ${bad[0]?.raw ?? ''})`;
+}

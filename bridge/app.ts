@@ -20,6 +20,7 @@ import { BridgeMetrics } from './ops/metrics.js';
 import { readiness } from './ops/readiness.js';
 import { statusMessage, StatusTopics } from './ops/status.js';
 import { answerQueuedOnShutdown } from './recovery/shutdown-drain.js';
+import { reloadTemplates, Templates } from './intake/templates.js';
 import { Results } from './results/results.js';
 import { Scheduler } from './scheduling/scheduler.js';
 import type { Store } from './store/types.js';
@@ -38,6 +39,8 @@ export interface RunningBridge {
   readonly metrics: BridgeMetrics;
   /** SIGTERM semantics: stop intake, finish or hand back in-flight work, publish offline. */
   shutdown(): Promise<void>;
+  /** SIGHUP: CONFIG_FILE's templates read again; a bad file keeps the ones in use. */
+  reloadTemplates(): void;
 }
 
 export interface BridgeOptions {
@@ -173,7 +176,8 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     await scheduler.stop(config.shutdownGraceMs);
     await answerQueuedOnShutdown(store, results, log);
   });
-  const intake = openIntake(core, results, shedder, scheduler);
+  const templates = new Templates(config.file.templates);
+  const intake = openIntake(core, results, shedder, scheduler, templates);
   gate.open(intake, metrics);
   closers.push('intake', async () => {
     await mqtt.quiesce();
@@ -195,6 +199,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     mqtt,
     broker: mqtt.broker,
     metrics,
+    reloadTemplates: () => reloadTemplates(templates, config.configFile, log.child({ module: 'templates' })),
     async shutdown() {
       if (stopping) return;
       stopping = true;
@@ -247,7 +252,7 @@ function buildShedder({ config, coordination, log }: Core, metrics: BridgeMetric
   });
 }
 
-function openIntake({ config, coordination, log }: Core, results: Results, shedder: LoadShedder, scheduler: Scheduler): Intake {
+function openIntake({ config, coordination, log }: Core, results: Results, shedder: LoadShedder, scheduler: Scheduler, templates: Templates): Intake {
   const { routing, cache, embeddingModel } = config.file;
   // A priority's route is part of its requests' cache key: serialised once, not per request.
   const routes = Object.fromEntries(PRIORITIES.map((p) => [p, JSON.stringify(routing[p] ?? null)])) as Record<Priority, string>;
@@ -265,5 +270,6 @@ function openIntake({ config, coordination, log }: Core, results: Results, shedd
     },
     routeOf: (priority) => routes[priority],
     dispatch: scheduler,
+    templates,
   });
 }

@@ -151,6 +151,37 @@ export const EmbeddingRequestSchema = z.strictObject({
 }, unknownField);
 export type EmbeddingRequest = z.infer<typeof EmbeddingRequestSchema>;
 
+/** Template and var names: what `{{name}}` may hold. */
+export const TEMPLATE_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+export const VAR_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+/** Vars one template request may carry, and the characters of one string var. */
+export const MAX_VARS = 32;
+export const MAX_VAR_CHARS = 4096;
+
+/**
+ * A template request: CONFIG_FILE `templates` holds the prompt, the device only names it and
+ * fills its `{{vars}}` (strings or numbers, inserted as text). Rendered on the bridge into a
+ * chat request before admission.
+ */
+export const TemplateRequestSchema = z.strictObject(
+  {
+    ...REQUEST_COMMON,
+    template: z.string().regex(TEMPLATE_NAME_PATTERN, 'must be 1 to 64 characters of A-Za-z0-9_.-'),
+    vars: z
+      .record(
+        z.string().regex(VAR_NAME_PATTERN, 'var names are 1 to 64 characters of A-Za-z0-9_, not starting with a digit'),
+        z.union([z.string().max(MAX_VAR_CHARS, `must be at most ${MAX_VAR_CHARS} characters`), z.number().refine(Number.isFinite, 'must be finite')], {
+          error: 'must be a string or a number',
+        }),
+      )
+      .refine((vars) => Object.keys(vars).length <= MAX_VARS, `must hold at most ${MAX_VARS} vars`)
+      .default({}),
+    stream: z.boolean().optional(),
+  },
+  unknownField,
+);
+export type TemplateRequest = z.infer<typeof TemplateRequestSchema>;
+
 export type RequestKind = 'chat' | 'embeddings';
 
 /**
@@ -158,24 +189,33 @@ export type RequestKind = 'chat' | 'embeddings';
  * picked first, so a violation is reported against the one schema that applies (a plain
  * union would only say "Invalid input").
  */
-export const InferRequestSchema = z.unknown().transform((value, ctx): ChatRequest | EmbeddingRequest => {
+export const InferRequestSchema = z.unknown().transform((value, ctx): ChatRequest | EmbeddingRequest | TemplateRequest => {
   const has = (field: string): boolean =>
     typeof value === 'object' && value !== null && (value as Record<string, unknown>)[field] !== undefined;
-  if (has('messages') && has('input')) {
-    ctx.addIssue({ code: 'custom', message: 'give either messages (chat) or input (embeddings), not both', path: [] });
+  const given = ['messages', 'input', 'template'].filter(has);
+  if (given.length > 1) {
+    ctx.addIssue({ code: 'custom', message: `give one of messages (chat), input (embeddings) or template, not ${given.join(' and ')}`, path: [] });
     return z.NEVER;
   }
-  if (typeof value === 'object' && value !== null && !Array.isArray(value) && !has('messages') && !has('input')) {
+  if (typeof value === 'object' && value !== null && !Array.isArray(value) && given.length === 0) {
     // Reported at `messages`, as before embeddings existed.
-    ctx.addIssue({ code: 'custom', message: 'missing: give messages (chat) or input (embeddings)', path: ['messages'] });
+    ctx.addIssue({ code: 'custom', message: 'missing: give messages (chat), input (embeddings) or template', path: ['messages'] });
     return z.NEVER;
   }
-  const parsed = (has('input') ? EmbeddingRequestSchema : ChatRequestSchema).safeParse(value);
+  const schema = has('input') ? EmbeddingRequestSchema : has('template') ? TemplateRequestSchema : ChatRequestSchema;
+  const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
   for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
   return z.NEVER;
 });
-export type InferRequest = z.infer<typeof InferRequestSchema>;
+/** What a device may publish on its request topic. */
+export type DeviceRequest = z.infer<typeof InferRequestSchema>;
+/** What a job carries: a chat or embeddings request (a template request is rendered into chat first). */
+export type InferRequest = ChatRequest | EmbeddingRequest;
+
+export function isTemplateRequest(request: DeviceRequest): request is TemplateRequest {
+  return 'template' in request;
+}
 
 export function isEmbeddingRequest(request: InferRequest): request is EmbeddingRequest {
   return 'input' in request;

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ConfigError, PRIORITIES, type ConfigProblem, type Priority } from '../../contract/index.js';
 import type { Config } from './config.js';
+import { TemplatesSchema } from './templates.js';
 
 export const DEFAULT_EMBEDDING_MODEL = 'text-embedding-3-small';
 
@@ -65,6 +66,8 @@ export const ConfigFileSchema = z.strictObject({
   /** The model of embeddings requests (`input`) that name none; UPSTREAM_MODEL is a chat model. */
   embeddingModel: z.string().min(1).max(256).default(DEFAULT_EMBEDDING_MODEL),
   breaker: BreakerSchema.default({ consecutiveFailures: 5, errorRate: 0.5, windowMs: 30_000, minCalls: 20 }),
+  /** Prompts a device names (`"template"`) instead of sending messages; re-read on SIGHUP. */
+  templates: TemplatesSchema,
 });
 
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

@@ -5,10 +5,11 @@ import type { Config } from '../config/config.js';
 import { cacheKeyOf, type CachePolicy } from './cache-key.js';
 import {
   BridgeError,
+  type DeviceRequest,
   type InboundRequest,
-  type InferRequest,
   InferRequestSchema,
   isEmbeddingRequest,
+  isTemplateRequest,
   MAX_ECHOED_USER_PROPERTIES,
   MAX_ECHOED_USER_PROPERTY_BYTES,
   type OkReply,
@@ -26,6 +27,7 @@ import type { LoadShedder } from './overload.js';
 import type { Results, ReplyTarget } from '../results/results.js';
 import { okReply } from '../results/replies.js';
 import type { Dispatch } from '../scheduling/dispatch.js';
+import type { Templates } from './templates.js';
 import { jobKey, type AdmitResult, type Job, type Store } from '../store/types.js';
 
 export type IntakeConfig = Pick<
@@ -50,6 +52,8 @@ export interface IntakeDeps {
   routeOf: (priority: Priority) => string;
   /** The scheduler's part in admission (Scheduler implements it). */
   dispatch: Dispatch;
+  /** CONFIG_FILE `templates`, which template requests are rendered with. */
+  templates: Templates;
   clock?: () => number;
 }
 
@@ -109,7 +113,11 @@ export class Intake {
       if (topic.kind === 'bad_priority') {
         throw new BridgeError('invalid_request', `unknown priority "${topic.segment}" (expected critical, high, normal or low)`);
       }
-      const request = plainChatRequest(body) ?? validRequest(body);
+      const parsed = plainChatRequest(body) ?? validRequest(body);
+      const template = isTemplateRequest(parsed) ? parsed.template : undefined;
+      const request = isTemplateRequest(parsed) ? this.deps.templates.render(parsed, topic.priority) : parsed;
+      // A template's prompt is on the bridge: the token estimate counts the rendered request.
+      const bytes = template === undefined ? payload.length : Buffer.byteLength(JSON.stringify(request));
       if (!this.accepting) throw new BridgeError('unavailable', 'bridge is shutting down');
       const { shedder } = this.deps;
       const shed = shedder.check(topic.priority);
@@ -121,7 +129,7 @@ export class Intake {
       }
       shedder.admissionStarted();
       try {
-        return { outcome: await this.admit(target, topic.priority, request, arrivalMs, payload.length) };
+        return { outcome: await this.admit(target, topic.priority, { request, template }, arrivalMs, bytes) };
       } finally {
         shedder.admissionEnded();
       }
@@ -149,7 +157,7 @@ export class Intake {
   private async admit(
     target: ReplyTarget,
     priority: Priority,
-    request: Job['request'],
+    { request, template }: Pick<Job, 'request' | 'template'>,
     arrivalMs: number,
     payloadBytes: number,
   ): Promise<'queued' | 'cached' | 'duplicate'> {
@@ -172,6 +180,7 @@ export class Intake {
       attempts: 0,
       cacheKey: cacheKeyOf(request, this.deps.cache, this.deps.routeOf(priority)),
     };
+    if (template !== undefined) job.template = template;
     const limits = { deviceRpm: this.config.deviceRateLimitRpm, queueMax: this.config.queueMax };
     const { dispatch } = this.deps;
     const claim = dispatch.claimAlong();
@@ -275,7 +284,7 @@ function sniffId(payload: Buffer): string | null {
 }
 
 /** The request as the schema reads it, or the error that refuses it. */
-function validRequest(body: unknown): InferRequest {
+function validRequest(body: unknown): DeviceRequest {
   const parsed = InferRequestSchema.safeParse(body);
   if (!parsed.success) throw new BridgeError('invalid_request', describeIssue(parsed.error.issues[0]));
   return parsed.data;

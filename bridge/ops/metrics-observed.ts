@@ -83,11 +83,21 @@ export interface WorkMetrics {
   /** Tallies of `edge_ai_bridge_tokens_total` (model, kind) and `cost_usd_total` (model). */
   tokens: Tallies<'model' | 'kind'>;
   cost: Tallies<'model'>;
+  /** `edge_ai_bridge_template_tokens_total` (template, kind): requests rendered from a CONFIG_FILE template. */
+  templateTokens: Tallies<'template' | 'kind'>;
 }
 
 export function registerWork(registers: Registry[]): WorkMetrics {
   const tokens: Tallies<'model' | 'kind'> = new Tallies(() => tokensTotal);
   const cost: Tallies<'model'> = new Tallies(() => costTotal);
+  const templateTokens: Tallies<'template' | 'kind'> = new Tallies(() => templateTokensTotal);
+  const templateTokensTotal = new Counter({
+    name: `${PREFIX}template_tokens_total`,
+    help: 'Tokens the upstream reported for requests rendered from a CONFIG_FILE template, by template and kind',
+    labelNames: ['template', 'kind'] as const,
+    registers: [],
+    collect: () => templateTokens.flush(),
+  });
   const tokensTotal = new Counter({
     name: `${PREFIX}tokens_total`,
     help: 'Tokens the upstream reported, by model and kind (prompt, completion)',
@@ -139,11 +149,13 @@ export function registerWork(registers: Registry[]): WorkMetrics {
     }),
     tokens,
     cost,
+    templateTokens,
   };
   // Last, where they always were in /metrics.
   for (const registry of registers) {
     registry.registerMetric(tokensTotal);
     registry.registerMetric(costTotal);
+    registry.registerMetric(templateTokensTotal);
   }
   return work;
 }

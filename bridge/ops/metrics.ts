@@ -54,6 +54,7 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
   private readonly work: WorkMetrics;
   private readonly upstreamLatencyChildren = new Map<string, HistogramChild>();
   private readonly usageChildren = new Map<string, { prompt: Child; completion: Child; cost: Child }>();
+  private readonly templateChildren = new Map<string, { prompt: Child; completion: Child }>();
 
   // Plain counters for the snapshot's rates (reset each interval): index = PRIORITY_LABELS.
   private readonly intervalByPriority = new Array<number>(PRIORITY_LABELS.length).fill(0);
@@ -140,7 +141,8 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
     this.work.rateLimitWaits.inc();
   }
 
-  usage(model: string, promptTokens: number, completionTokens: number, costUsd: number): void {
+  usage(model: string, promptTokens: number, completionTokens: number, costUsd: number, template?: string): void {
+    if (template !== undefined) this.templateUsage(template, promptTokens, completionTokens);
     let children = this.usageChildren.get(model);
     if (!children) {
       children = {
@@ -153,6 +155,16 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
     children.prompt.inc(promptTokens);
     children.completion.inc(completionTokens);
     if (costUsd > 0) children.cost.inc(costUsd);
+  }
+
+  private templateUsage(template: string, promptTokens: number, completionTokens: number): void {
+    let children = this.templateChildren.get(template);
+    if (!children) {
+      children = { prompt: this.work.templateTokens.of(template, 'prompt'), completion: this.work.templateTokens.of(template, 'completion') };
+      this.templateChildren.set(template, children);
+    }
+    children.prompt.inc(promptTokens);
+    children.completion.inc(completionTokens);
   }
 
   // --- the bridge/{instanceId}/metrics snapshot ---------------------------------------

@@ -57,7 +57,9 @@ function pricedUsage(job: Job, model: string, usage: Usage, prices: Record<strin
   const { prompt_tokens: promptTokens, completion_tokens: completionTokens } = usage;
   const price = prices[model];
   const costUsd = price ? (promptTokens * price.inputPerMillion + completionTokens * price.outputPerMillion) / 1e6 : 0;
-  return { deviceId: job.deviceId, model, priority: job.priority, promptTokens, completionTokens, costUsd };
+  const record: UsageRecord = { deviceId: job.deviceId, model, priority: job.priority, promptTokens, completionTokens, costUsd };
+  if (job.template !== undefined) record.template = job.template;
+  return record;
 }
 
 /** A store step given up on: not `unavailable`, or shutdown ended the retries. */

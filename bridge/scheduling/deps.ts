@@ -33,7 +33,7 @@ export interface SchedulerObserver {
   /** A retry had to wait for rate budget. */
   rateLimitWait(): void;
   /** Usage as recorded in the store. */
-  usage(model: string, promptTokens: number, completionTokens: number, costUsd: number): void;
+  usage(model: string, promptTokens: number, completionTokens: number, costUsd: number, template?: string): void;
 }
 
 /** What the queue-wait overload guard learns from the claims (bridge/intake/overload.ts). */

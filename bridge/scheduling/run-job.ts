@@ -186,7 +186,7 @@ export class JobRunner {
     const bookkeeping = answerBookkeeping(entry.job, result, config);
     const { usage } = bookkeeping;
     if (!usage || !result.usage) return bookkeeping;
-    observer.usage(usage.model, usage.promptTokens, usage.completionTokens, usage.costUsd);
+    observer.usage(usage.model, usage.promptTokens, usage.completionTokens, usage.costUsd, usage.template);
     if (config.rateLimitTpm === undefined) return bookkeeping;
     // Never at the cost of the device's answer.
     return store.settleTokens(entry.callId, result.usage.total_tokens).then(

@@ -72,7 +72,7 @@ export class Scheduler implements Dispatch {
     private readonly queueWait: QueueWaitSink = NO_QUEUE_WAIT,
   ) {
     this.leaseMs = leaseMsFor(config.upstreamTimeoutMs);
-    const completion = new Completion(config, store, results, clock, (u) => observer.usage(u.model, u.promptTokens, u.completionTokens, u.costUsd));
+    const completion = new Completion(config, store, results, clock, (u) => observer.usage(u.model, u.promptTokens, u.completionTokens, u.costUsd, u.template));
     this.completion = completion;
     this.slots = new Slots(config.maxConcurrency, () => this.running.size);
     this.coalescer = new Coalescer(store, this.leaseMs, clock);

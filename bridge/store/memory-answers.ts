@@ -1,6 +1,6 @@
 // The memory store's answers kept for reuse: the cache, the coalescing flights (which job
 // calls the upstream for identical requests) and the usage by hour.
-import { addMetric, addRecord, emptyReport, hourOf, hoursBetween } from './usage-report.js';
+import { addMetric, addRecord, emptyReport, hourOf, hoursBetween, USAGE_DIMENSIONS } from './usage-report.js';
 import { HOUR_MS, type CachedAnswer, type Lead, type UsageRecord, type UsageReport, type UsageTotals } from './types.js';
 
 /** Usage hours are kept about a week, like the Redis store's hourly buckets. */
@@ -49,7 +49,7 @@ export class MemoryAnswers {
     for (const hour of hoursBetween(fromMs, toMs)) {
       const kept = this.usageByHour.get(hour);
       if (!kept) continue;
-      for (const dimension of ['byDevice', 'byModel', 'byPriority'] as const) {
+      for (const dimension of USAGE_DIMENSIONS) {
         for (const [name, totals] of Object.entries(kept[dimension])) {
           for (const metric of Object.keys(totals) as Array<keyof UsageTotals>) {
             addMetric(report, dimension, name, metric, totals[metric]);

@@ -21,13 +21,14 @@ export function usageArgs(amounts: Map<string, number>): LuaArg[] {
   for (const [field, amount] of amounts) args.push(field, amount);
   return args;
 }
-const USAGE_DIMENSIONS: Record<string, UsageDimension> = { d: 'byDevice', m: 'byModel', p: 'byPriority' };
+const USAGE_DIMENSIONS: Record<string, UsageDimension> = { d: 'byDevice', m: 'byModel', p: 'byPriority', t: 'byTemplate' };
 const USAGE_METRICS: Record<string, UsageMetric> = { r: 'requests', p: 'promptTokens', c: 'completionTokens', usd: 'costUsd' };
 
 /**
  * One usage field as (dimension, name, metric) triples: `device TAB model TAB priority TAB
  * metric` counts under all three dimensions (the model may hold a tab: it is what lies between
- * the device and the priority); `dimension TAB name TAB metric` is the older, one-dimension form.
+ * the device and the priority); `dimension TAB name TAB metric` is the one-dimension form (a
+ * template's, `t`; and older releases' d, m, p).
  */
 export function usageEntries(field: string): Array<[UsageDimension, string, UsageMetric]> {
   const parts = field.split('\t');

@@ -27,6 +27,8 @@ export interface Job {
    * in-flight call with identical requests; undefined for `cache: false` and the like.
    */
   cacheKey?: string | undefined;
+  /** The CONFIG_FILE template the request was rendered from, for usage by template. */
+  template?: string | undefined;
 }
 
 /** A job an instance holds: leased to `owner`, and holding its lock (with fencing number) if it names one. */
@@ -126,6 +128,8 @@ export interface UsageRecord {
   deviceId: string;
   model: string;
   priority: Priority;
+  /** The CONFIG_FILE template the request was rendered from, if it was. */
+  template?: string | undefined;
   promptTokens: number;
   completionTokens: number;
   costUsd: number;
@@ -138,6 +142,8 @@ export interface UsageReport {
   byDevice: Record<string, UsageTotals>;
   byModel: Record<string, UsageTotals>;
   byPriority: Record<string, UsageTotals>;
+  /** Requests rendered from a CONFIG_FILE template, by its name (the others are not in it). */
+  byTemplate: Record<string, UsageTotals>;
 }
 
 export const HOUR_MS = 3_600_000;

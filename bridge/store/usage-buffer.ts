@@ -25,6 +25,13 @@ export class UsageBuffer {
     addTo(amounts, `${base}p`, record.promptTokens);
     addTo(amounts, `${base}c`, record.completionTokens);
     if (record.costUsd !== 0) addTo(amounts, `${base}usd`, record.costUsd);
+    if (record.template !== undefined) {
+      const byTemplate = `t\t${record.template}\t`;
+      addTo(amounts, `${byTemplate}r`, 1);
+      addTo(amounts, `${byTemplate}p`, record.promptTokens);
+      addTo(amounts, `${byTemplate}c`, record.completionTokens);
+      if (record.costUsd !== 0) addTo(amounts, `${byTemplate}usd`, record.costUsd);
+    }
     this.schedule();
   }
 

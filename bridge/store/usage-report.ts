@@ -1,23 +1,26 @@
-// Usage totals by device, model and priority, and how hours of them add up. Shared by both
+// Usage totals by device, model, priority and template, and how hours of them add up. Shared by both
 // stores so a report reads the same whichever one kept it.
 import type { UsageRecord, UsageReport, UsageTotals } from './types.js';
 
-export type UsageDimension = 'byDevice' | 'byModel' | 'byPriority';
+export const USAGE_DIMENSIONS = ['byDevice', 'byModel', 'byPriority', 'byTemplate'] as const;
+export type UsageDimension = (typeof USAGE_DIMENSIONS)[number];
 export type UsageMetric = keyof UsageTotals;
 
 export const emptyTotals = (): UsageTotals => ({ requests: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 });
 
 export function emptyReport(fromMs: number, toMs: number): UsageReport {
-  return { fromMs, toMs, total: emptyTotals(), byDevice: {}, byModel: {}, byPriority: {} };
+  return { fromMs, toMs, total: emptyTotals(), byDevice: {}, byModel: {}, byPriority: {}, byTemplate: {} };
 }
 
 /** The (dimension, name) pairs one record counts under. */
 export function dimensionsOf(record: UsageRecord): Array<[UsageDimension, string]> {
-  return [
+  const dimensions: Array<[UsageDimension, string]> = [
     ['byDevice', record.deviceId],
     ['byModel', record.model],
     ['byPriority', record.priority],
   ];
+  if (record.template !== undefined) dimensions.push(['byTemplate', record.template]);
+  return dimensions;
 }
 
 export function metricsOf(record: UsageRecord): UsageTotals {

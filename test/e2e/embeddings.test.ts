@@ -98,7 +98,7 @@ describe('embeddings', () => {
         id: 'both',
         ok: false,
         priority: 'normal',
-        error: { code: 'invalid_request', message: 'give either messages (chat) or input (embeddings), not both' },
+        error: { code: 'invalid_request', message: 'give one of messages (chat), input (embeddings) or template, not messages and input' },
       },
       {
         id: 'tokens',

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { InferRequestSchema } from '../../contract/index.js';
+import { InferRequestSchema, type InferRequest } from '../../contract/index.js';
 import { cacheKeyOf } from '../../bridge/intake/cache-key.js';
 
 const policy = { ttlS: 300, allowTemperature: false, defaultModel: 'gpt-4o-mini', defaultEmbeddingModel: 'text-embedding-3-small' };
 const route = '{"provider":"primary"}';
-const key = (body: unknown): string | undefined => cacheKeyOf(InferRequestSchema.parse(body), policy, route);
+const key = (body: unknown): string | undefined => cacheKeyOf(InferRequestSchema.parse(body) as InferRequest, policy, route);
 
 describe('cacheKeyOf', () => {
   // Keys as v0.6.1 computed them: a new build must find the answers an older one cached (Redis).

@@ -24,7 +24,7 @@ function violation(body: unknown): string {
 }
 
 function parse(body: unknown): InferRequest {
-  return InferRequestSchema.parse(body);
+  return InferRequestSchema.parse(body) as InferRequest;
 }
 
 describe('InferRequestSchema: chat', () => {
@@ -112,11 +112,11 @@ describe('InferRequestSchema: embeddings', () => {
 
 describe('InferRequestSchema: exactly one of messages or input', () => {
   it('refuses both', () => {
-    expect(violation({ id: 'b1', messages, input: 'x' })).toBe('give either messages (chat) or input (embeddings), not both');
+    expect(violation({ id: 'b1', messages, input: 'x' })).toBe('give one of messages (chat), input (embeddings) or template, not messages and input');
   });
 
   it('refuses neither', () => {
-    expect(violation({ id: 'b2' })).toBe('messages: missing: give messages (chat) or input (embeddings)');
+    expect(violation({ id: 'b2' })).toBe('messages: missing: give messages (chat), input (embeddings) or template');
   });
 });
 

@@ -151,6 +151,19 @@ export function cacheContract({ open }: ContractContext): void {
       const first = await store.usage(t, t + 3_599_999);
       expect(first.total.requests).toBe(2);
       expect(first.byDevice['cam-2']).toBeUndefined();
+      expect(both.byTemplate).toEqual({});
+    });
+
+    it('adds up requests rendered from a template by its name too, counted once in the total', async () => {
+      const store = await open();
+      const t = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+      const base = { model: 'm', priority: 'normal' as Priority, costUsd: 0.5 };
+      await store.recordUsage({ ...base, deviceId: 'cam-1', template: 'defect-check', promptTokens: 30, completionTokens: 5 }, t + 10);
+      await store.recordUsage({ ...base, deviceId: 'cam-2', template: 'defect-check', promptTokens: 20, completionTokens: 5 }, t + 20);
+      await store.recordUsage({ ...base, deviceId: 'cam-2', promptTokens: 1, completionTokens: 1 }, t + 30);
+      const report = await store.usage(t, t + 100);
+      expect(report.byTemplate).toEqual({ 'defect-check': { requests: 2, promptTokens: 50, completionTokens: 10, costUsd: 1 } });
+      expect(report.total).toEqual({ requests: 3, promptTokens: 51, completionTokens: 11, costUsd: 1.5 });
     });
   });
 }

@@ -1,0 +1,25 @@
+// CONFIG_FILE `templates`: prompts kept on the bridge, so a device only names one and fills
+// its `{{vars}}`, and a plant engineer changes a prompt without reflashing devices (SIGHUP
+// re-reads them). The schema only; rendering is intake's (bridge/intake/templates.ts).
+import { z } from 'zod';
+import { ChatMessageSchema, PRIORITIES, TEMPLATE_NAME_PATTERN } from '../../contract/index.js';
+
+export const TemplateSchema = z.strictObject({
+  /** Message contents (strings, or the `text` of content parts) may hold `{{var}}` placeholders. */
+  messages: z.array(ChatMessageSchema).min(1),
+  model: z.string().min(1).max(256).optional(),
+  max_tokens: z.number().int().positive().optional(),
+  temperature: z.number().min(0).max(2).optional(),
+  response_format: z.looseObject({ type: z.enum(['text', 'json_object', 'json_schema']) }).optional(),
+  /** Priority class → model, for requests of that class (CONFIG_FILE `models` sends a model to its provider). */
+  priority_route: z.partialRecord(z.enum(PRIORITIES), z.string().min(1).max(256)).optional(),
+});
+export type Template = z.infer<typeof TemplateSchema>;
+
+const BAD_NAME = 'template names are 1 to 64 characters of A-Za-z0-9_.-';
+
+export const TemplatesSchema = z
+  .record(z.string().regex(TEMPLATE_NAME_PATTERN, BAD_NAME), TemplateSchema, {
+    error: (issue) => (issue.code === 'invalid_key' ? BAD_NAME : undefined),
+  })
+  .default({});

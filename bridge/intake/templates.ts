@@ -1,0 +1,95 @@
+// A template request rendered into the chat request it stands for: the template's messages
+// with every `{{var}}` replaced by the device's value as plain text (no template logic, nothing
+// evaluated), and its model and parameters. Refusals name their cause: an unknown template, a
+// var the template needs and the request lacks, a var the template does not use.
+import { BridgeError, type ChatMessage, type ChatRequest, type Priority, type TemplateRequest } from '../../contract/index.js';
+import { parseConfigFile } from '../config/config-file.js';
+import type { Template } from '../config/templates.js';
+import type { Logger } from '../logger.js';
+
+const PLACEHOLDER = /\{\{\s*([A-Za-z_][A-Za-z0-9_]{0,63})\s*\}\}/g;
+
+interface Prepared {
+  template: Template;
+  /** Every var its messages hold, each needed. */
+  vars: ReadonlySet<string>;
+}
+
+export class Templates {
+  private prepared = new Map<string, Prepared>();
+
+  constructor(templates: Record<string, Template> = {}) {
+    this.replace(templates);
+  }
+
+  /** The templates requests are rendered with from now on (SIGHUP). */
+  replace(templates: Record<string, Template>): void {
+    const prepared = new Map<string, Prepared>();
+    for (const [name, template] of Object.entries(templates)) prepared.set(name, { template, vars: varsOf(template) });
+    this.prepared = prepared;
+  }
+
+  names(): string[] {
+    return [...this.prepared.keys()];
+  }
+
+  /** The chat request `request` stands for, for a request of `priority`; BridgeError invalid_request when it cannot be. */
+  render(request: TemplateRequest, priority: Priority): ChatRequest {
+    const found = this.prepared.get(request.template);
+    if (!found) throw new BridgeError('invalid_request', `unknown template "${request.template}"`);
+    const { template, vars } = found;
+    for (const name of vars) if (!Object.hasOwn(request.vars, name)) throw new BridgeError('invalid_request', `missing var "${name}"`);
+    for (const name of Object.keys(request.vars)) if (!vars.has(name)) throw new BridgeError('invalid_request', `unknown var "${name}"`);
+    const chat: ChatRequest = { id: request.id, messages: template.messages.map((m) => rendered(m, request.vars)) };
+    const model = request.model ?? template.priority_route?.[priority] ?? template.model;
+    if (model !== undefined) chat.model = model;
+    if (template.max_tokens !== undefined) chat.max_tokens = template.max_tokens;
+    if (template.temperature !== undefined) chat.temperature = template.temperature;
+    if (template.response_format !== undefined) chat.response_format = template.response_format;
+    if (request.lock !== undefined) chat.lock = request.lock;
+    if (request.ttl_ms !== undefined) chat.ttl_ms = request.ttl_ms;
+    if (request.cache !== undefined) chat.cache = request.cache;
+    if (request.stream !== undefined) chat.stream = request.stream;
+    return chat;
+  }
+}
+
+/** The texts of a message: its string content, or the `text` of its text parts. */
+function textsOf(message: ChatMessage): string[] {
+  const { content } = message;
+  if (typeof content === 'string') return [content];
+  if (!Array.isArray(content)) return [];
+  return content.flatMap((part) => (part.type === 'text' && typeof part['text'] === 'string' ? [part['text']] : []));
+}
+
+function varsOf(template: Template): Set<string> {
+  const vars = new Set<string>();
+  for (const message of template.messages) {
+    for (const text of textsOf(message)) for (const match of text.matchAll(PLACEHOLDER)) vars.add(match[1] as string);
+  }
+  return vars;
+}
+
+function filled(text: string, vars: Record<string, string | number>): string {
+  return text.replace(PLACEHOLDER, (_, name: string) => String(vars[name]));
+}
+
+function rendered(message: ChatMessage, vars: Record<string, string | number>): ChatMessage {
+  const { content } = message;
+  if (typeof content === 'string') return { ...message, content: filled(content, vars) };
+  if (!Array.isArray(content)) return message;
+  const parts = content.map((part) => (part.type === 'text' && typeof part['text'] === 'string' ? { ...part, text: filled(part['text'], vars) } : part));
+  return { ...message, content: parts };
+}
+
+/** SIGHUP: `templates` from CONFIG_FILE read again; on any problem the file is named and the old ones stay. */
+export function reloadTemplates(templates: Templates, path: string | undefined, log: Logger): void {
+  if (path === undefined) return;
+  const { file, problems } = parseConfigFile(path);
+  if (!file) {
+    for (const { problem } of problems) log.error({ problem }, `CONFIG_FILE not reloaded, the templates in use stay: ${problem}`);
+    return;
+  }
+  templates.replace(file.templates);
+  log.info({ templates: templates.names() }, 'templates reloaded from CONFIG_FILE');
+}

@@ -25,7 +25,9 @@ ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
 # --ignore-scripts: `prepare` runs the build, which needs tsc (a dev dependency); dist/ comes
-# from the build stage. No production dependency has an install script.
+# from the build stage. No production dependency needs its install script (cbor-extract's
+# only looks for its prebuilt binary, an optional package npm installs anyway; without one
+# cbor-x runs in plain JavaScript).
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 # In a container the listeners must leave loopback to be reachable (Prometheus, devices).

@@ -14,6 +14,18 @@ export interface RequestProperties {
   /** Seconds; the request's deadline is the earlier of this and `ttl_ms`. */
   messageExpiryInterval?: number | undefined;
   userProperties?: UserProperties | undefined;
+  /** `application/cbor` asks for CBOR both ways; anything else (or none) is JSON. */
+  contentType?: string | undefined;
+}
+
+export const CONTENT_TYPE_JSON = 'application/json';
+export const CONTENT_TYPE_CBOR = 'application/cbor';
+
+/** Whether a request (and so its reply) is CBOR: its Content Type, without parameters, any case. */
+export function isCborRequest(properties: RequestProperties): boolean {
+  const { contentType } = properties;
+  if (contentType === undefined) return false;
+  return contentType === CONTENT_TYPE_CBOR || contentType.split(';')[0]?.trim().toLowerCase() === CONTENT_TYPE_CBOR;
 }
 
 /** What an MQTT 3.1.1 request (or an MQTT 5 one without properties) carries: shared, never written. */
@@ -22,8 +34,8 @@ const NO_PROPERTIES: RequestProperties = Object.freeze({});
 /** The properties the bridge acts on, out of an MQTT 5 PUBLISH's (as both brokers decode them). */
 export function requestPropertiesOf(properties: RequestProperties | undefined): RequestProperties {
   if (!properties) return NO_PROPERTIES;
-  const { responseTopic, correlationData, messageExpiryInterval, userProperties } = properties;
-  return { responseTopic, correlationData, messageExpiryInterval, userProperties };
+  const { responseTopic, correlationData, messageExpiryInterval, userProperties, contentType } = properties;
+  return { responseTopic, correlationData, messageExpiryInterval, userProperties, contentType };
 }
 
 /** One request as either broker hands it over, before it is acknowledged. */
@@ -115,4 +127,6 @@ export interface ReplyRoute {
   correlationData?: string | undefined;
   /** Echoed on the reply. */
   userProperties?: UserProperties | undefined;
+  /** The reply's encoding when it is not JSON (the request's Content Type), on every topic. */
+  format?: 'cbor' | undefined;
 }

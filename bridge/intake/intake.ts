@@ -3,11 +3,13 @@
 // after admission returned: "acknowledged" means "admitted" (docs/CONTRACT.md).
 import type { Config } from '../config/config.js';
 import { cacheKeyOf, type CachePolicy } from './cache-key.js';
+import { decodeCbor, requireJsonShaped } from '../../contract/cbor.js';
 import {
   BridgeError,
   type DeviceRequest,
   type InboundRequest,
   InferRequestSchema,
+  isCborRequest,
   isEmbeddingRequest,
   isTemplateRequest,
   MAX_ECHOED_USER_PROPERTIES,
@@ -62,6 +64,9 @@ const DEFAULT_COMPLETION_TOKENS = 256;
 /** An id is echoed in error replies only while it is plausibly the device's own. */
 const MAX_ECHOED_ID = 256;
 const ID_SNIFF_BYTES = 1024;
+const CBOR_ID_KEY = Buffer.from([0x62, 0x69, 0x64]);
+/** The route of a CBOR request whose own route was refused: its error reply is CBOR still. */
+const CBOR_ONLY: ReplyRoute = Object.freeze({ format: 'cbor' });
 
 export class Intake {
   private accepting = true;
@@ -91,24 +96,21 @@ export class Intake {
     const target: ReplyTarget = { deviceId, deadlineMs: expiryDeadline(properties, arrivalMs) };
     let id: string | null = null;
     try {
-      // Read first, so that even a refused request is answered on its response topic; a bad
-      // route is refused once the id is known.
-      const route = replyRouteOf(deviceId, properties);
-      if (!(route instanceof BridgeError)) target.route = route;
+      const cbor = isCborRequest(properties);
+      // Read first, so that even a refused request is answered on its response topic (and in
+      // its format); a bad route is refused once the id is known.
+      const route = replyRouteOf(deviceId, properties, cbor);
+      target.route = !(route instanceof BridgeError) ? route : cbor ? CBOR_ONLY : undefined;
       if (payload.length > this.config.maxPayloadBytes) {
-        id = sniffId(payload);
+        id = cbor ? sniffCborId(payload) : sniffId(payload);
         throw new BridgeError(
           'payload_too_large',
           `payload is ${payload.length} bytes, over MAX_PAYLOAD_BYTES (${this.config.maxPayloadBytes})`,
         );
       }
-      let body: unknown;
-      try {
-        body = JSON.parse(payload.toString('utf8'));
-      } catch {
-        throw new BridgeError('invalid_request', 'payload is not valid JSON');
-      }
+      const body = cbor ? decodeCbor(payload) : parseJson(payload);
       id = readId(body);
+      if (cbor) requireJsonShaped(body);
       if (route instanceof BridgeError) throw route;
       if (topic.kind === 'bad_priority') {
         throw new BridgeError('invalid_request', `unknown priority "${topic.segment}" (expected critical, high, normal or low)`);
@@ -116,8 +118,9 @@ export class Intake {
       const parsed = plainChatRequest(body) ?? validRequest(body);
       const template = isTemplateRequest(parsed) ? parsed.template : undefined;
       const request = isTemplateRequest(parsed) ? this.deps.templates.render(parsed, topic.priority) : parsed;
-      // A template's prompt is on the bridge: the token estimate counts the rendered request.
-      const bytes = template === undefined ? payload.length : Buffer.byteLength(JSON.stringify(request));
+      // A template's prompt is on the bridge, and CBOR is shorter than the JSON the upstream
+      // gets: the token estimate counts the request as JSON.
+      const bytes = template === undefined && !cbor ? payload.length : Buffer.byteLength(JSON.stringify(request));
       if (!this.accepting) throw new BridgeError('unavailable', 'bridge is shutting down');
       const { shedder } = this.deps;
       const shed = shedder.check(topic.priority);
@@ -247,9 +250,9 @@ function earliest(a: number | undefined, b: number | undefined): number | undefi
  * A response topic outside the device's namespace, or too many user properties to echo,
  * are the error that refuses the request.
  */
-function replyRouteOf(deviceId: string, properties: RequestProperties): ReplyRoute | BridgeError | undefined {
+function replyRouteOf(deviceId: string, properties: RequestProperties, cbor: boolean): ReplyRoute | BridgeError | undefined {
   const { responseTopic, correlationData, userProperties } = properties;
-  if (responseTopic === undefined && userProperties === undefined) return undefined;
+  if (responseTopic === undefined && userProperties === undefined) return cbor ? CBOR_ONLY : undefined;
   if (responseTopic !== undefined) {
     const problem = responseTopicProblem(deviceId, responseTopic);
     if (problem) return new BridgeError('invalid_request', `Response Topic: ${problem}`);
@@ -264,11 +267,21 @@ function replyRouteOf(deviceId: string, properties: RequestProperties): ReplyRou
       );
     }
   }
-  return {
+  const route: ReplyRoute = {
     responseTopic,
     correlationData: responseTopic === undefined ? undefined : correlationData?.toString('base64'),
     userProperties,
   };
+  if (cbor) route.format = 'cbor';
+  return route;
+}
+
+function parseJson(payload: Buffer): unknown {
+  try {
+    return JSON.parse(payload.toString('utf8'));
+  } catch {
+    throw new BridgeError('invalid_request', 'payload is not valid JSON');
+  }
 }
 
 function readId(body: unknown): string | null {
@@ -281,6 +294,22 @@ function readId(body: unknown): string | null {
 function sniffId(payload: Buffer): string | null {
   const head = payload.subarray(0, ID_SNIFF_BYTES).toString('utf8');
   return /"id"\s*:\s*"([A-Za-z0-9._:-]{1,64})"/.exec(head)?.[1] ?? null;
+}
+
+/**
+ * The same from CBOR: the text key `id` (0x62 "id") followed by a short text string, read
+ * when it is the bytes of a plausible id.
+ */
+function sniffCborId(payload: Buffer): string | null {
+  const head = payload.subarray(0, ID_SNIFF_BYTES);
+  const at = head.indexOf(CBOR_ID_KEY);
+  if (at < 0) return null;
+  const header = head[at + CBOR_ID_KEY.length] ?? 0;
+  const short = header >= 0x61 && header <= 0x77;
+  const length = short ? header - 0x60 : header === 0x78 ? (head[at + CBOR_ID_KEY.length + 1] ?? 0) : 0;
+  const start = at + CBOR_ID_KEY.length + (short ? 1 : 2);
+  const id = head.subarray(start, start + length).toString('utf8');
+  return length > 0 && id.length === length && /^[A-Za-z0-9._:-]{1,64}$/.test(id) ? id : null;
 }
 
 /** The request as the schema reads it, or the error that refuses it. */

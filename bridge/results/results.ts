@@ -1,6 +1,16 @@
 // Replies leave here: one QoS 1 publish on the device's own result topic and, when the
-// request named an MQTT 5 Response Topic, one more there with its Correlation Data.
-import { topics, type Publish, type PublishProperties, type Reply, type ReplyRoute } from '../../contract/index.js';
+// request named an MQTT 5 Response Topic, one more there with its Correlation Data. A CBOR
+// request's reply is CBOR on both, with that Content Type.
+import { encodeCbor } from '../../contract/cbor.js';
+import {
+  CONTENT_TYPE_CBOR,
+  CONTENT_TYPE_JSON,
+  topics,
+  type Publish,
+  type PublishProperties,
+  type Reply,
+  type ReplyRoute,
+} from '../../contract/index.js';
 import type { Logger } from '../logger.js';
 import { StreamPublisher, type StreamSettings } from './stream.js';
 
@@ -15,8 +25,6 @@ export interface ReplyTarget {
 export interface ReplyObserver {
   reply(reply: Reply): void;
 }
-
-const CONTENT_TYPE = 'application/json';
 
 /** STREAM_FLUSH_MS, STREAM_FLUSH_BYTES and STREAM_QOS defaults. */
 export const DEFAULT_STREAM_SETTINGS: StreamSettings = { flushMs: 100, flushBytes: 512, qos: 0 };
@@ -37,16 +45,18 @@ export class Results {
 
   async send(target: ReplyTarget, reply: Reply): Promise<void> {
     this.observer?.reply(reply);
-    const payload = Buffer.from(JSON.stringify(reply));
     const { route } = target;
+    const cbor = route?.format === 'cbor';
+    const payload = cbor ? encodeCbor(reply) : Buffer.from(JSON.stringify(reply));
     if (!route) {
       await this.publish(topics.result(target.deviceId), payload, { qos: 1, retain: false });
       return;
     }
     const userProperties = route.userProperties;
-    const sent = [this.publish(topics.result(target.deviceId), payload, { qos: 1, retain: false, properties: userProperties && { userProperties } })];
+    const onResult = cbor ? { contentType: CONTENT_TYPE_CBOR, userProperties } : userProperties && { userProperties };
+    const sent = [this.publish(topics.result(target.deviceId), payload, { qos: 1, retain: false, properties: onResult })];
     if (route.responseTopic !== undefined) {
-      const properties: PublishProperties = { contentType: CONTENT_TYPE, userProperties };
+      const properties: PublishProperties = { contentType: cbor ? CONTENT_TYPE_CBOR : CONTENT_TYPE_JSON, userProperties };
       if (route.correlationData !== undefined) properties.correlationData = Buffer.from(route.correlationData, 'base64');
       if (target.deadlineMs !== undefined) properties.messageExpiryInterval = secondsLeft(target.deadlineMs, this.clock());
       sent.push(this.publish(route.responseTopic, payload, { qos: 1, retain: false, properties }));

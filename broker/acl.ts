@@ -10,11 +10,11 @@ export interface Identity {
 function publishPatterns(identity: Identity): string[] {
   switch (identity.role) {
     case 'device':
-      return identity.deviceId === undefined ? [] : [`devices/${identity.deviceId}/infer/+`];
+      return identity.deviceId === undefined ? [] : [`devices/${identity.deviceId}/infer/+`, `devices/${identity.deviceId}/image/#`];
     case 'observer':
       return [];
     case 'operator':
-      return ['devices/+/infer/+'];
+      return ['devices/+/infer/+', 'devices/+/image/#'];
   }
 }
 

@@ -120,7 +120,7 @@ function limitOptions(config: BrokerConfig): AedesOptions {
 }
 
 function maxPacketBytes(config: BrokerConfig): number {
-  return (config.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES) + PACKET_OVERHEAD_BYTES;
+  return Math.max(config.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES, config.imageMaxBytes ?? 0) + PACKET_OVERHEAD_BYTES;
 }
 
 /** What Aedes 2.0.0-beta.1 lacks, and client errors (expected from devices) kept to debug. */

@@ -25,6 +25,8 @@ export interface BrokerConfig extends ListenerOptions {
   authFile?: string | undefined;
   // Without them, the contract's defaults.
   maxPayloadBytes?: number | undefined;
+  /** IMAGE_MAX_BYTES: raw camera images may be larger than requests; the packet limit follows the larger. */
+  imageMaxBytes?: number | undefined;
   maxClientBacklogBytes?: number | undefined;
   maxSubscriptions?: number | undefined;
   /** The longest MQTT 5 Session Expiry Interval granted, seconds (a longer one is cut to it). */

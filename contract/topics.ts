@@ -25,21 +25,32 @@ export const topics = {
   status: (instanceId: string): string => `bridge/${instanceId}/status`,
   metrics: (instanceId: string): string => `bridge/${instanceId}/metrics`,
   inferWildcard: 'devices/+/infer/+',
+  /** A raw camera image: `devices/{id}/image/{priority}/{template}/{requestId}` (MQTT 5 may name the last two in user properties). */
+  image: (deviceId: string, priority: Priority, template: string, requestId: string): string =>
+    `devices/${deviceId}/image/${priority}/${template}/${requestId}`,
+  imageWildcard: 'devices/+/image/#',
 };
 
 export type InferTopic =
   | { kind: 'infer'; deviceId: string; priority: Priority }
+  /** The template and request id, when the topic names them (else the MQTT 5 user properties must). */
+  | { kind: 'image'; deviceId: string; priority: Priority; template: string | undefined; requestId: string | undefined }
   | { kind: 'bad_priority'; deviceId: string; segment: string };
 
-/** Parses `devices/{deviceId}/infer/{priority}`; null when the topic is not a request topic. */
+/**
+ * Parses `devices/{deviceId}/infer/{priority}` and `devices/{deviceId}/image/{priority}` (with
+ * `/{template}/{requestId}` or without); null when the topic is not a request topic.
+ */
 export function parseInferTopic(topic: string): InferTopic | null {
   const parts = topic.split('/');
-  if (parts.length !== 4 || parts[0] !== 'devices' || parts[2] !== 'infer') return null;
+  if (parts[0] !== 'devices' || parts.length < 4) return null;
+  const kind = parts[2];
+  if (!(kind === 'infer' && parts.length === 4) && !(kind === 'image' && (parts.length === 4 || parts.length === 6))) return null;
   const deviceId = parts[1] ?? '';
   if (!DEVICE_ID_PATTERN.test(deviceId)) return null;
   const segment = parts[3] ?? '';
   const priority = PrioritySchema.safeParse(segment);
-  return priority.success
-    ? { kind: 'infer', deviceId, priority: priority.data }
-    : { kind: 'bad_priority', deviceId, segment };
+  if (!priority.success) return { kind: 'bad_priority', deviceId, segment };
+  if (kind === 'infer') return { kind: 'infer', deviceId, priority: priority.data };
+  return { kind: 'image', deviceId, priority: priority.data, template: parts[4], requestId: parts[5] };
 }

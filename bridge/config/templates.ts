@@ -11,6 +11,8 @@ export const TemplateSchema = z.strictObject({
   max_tokens: z.number().int().positive().optional(),
   temperature: z.number().min(0).max(2).optional(),
   response_format: z.looseObject({ type: z.enum(['text', 'json_object', 'json_schema']) }).optional(),
+  /** A raw camera image's `detail` in the upstream request (the image goes into the last user message). */
+  image_detail: z.enum(['low', 'high', 'auto']).optional(),
   /** Priority class → model, for requests of that class (CONFIG_FILE `models` sends a model to its provider). */
   priority_route: z.partialRecord(z.enum(PRIORITIES), z.string().min(1).max(256)).optional(),
 });

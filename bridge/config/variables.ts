@@ -121,6 +121,7 @@ export const EnvSchema = z.object({
   UPSTREAM_TIMEOUT_MS: int(1).default(30_000),
   MAX_RATE_LIMITED_RETRIES: int(0).default(10),
   MAX_PAYLOAD_BYTES: int(1).default(262_144),
+  IMAGE_MAX_BYTES: int(1).default(2_097_152),
   STREAM_FLUSH_MS: int(0).default(100),
   STREAM_FLUSH_BYTES: int(64).default(512),
   STREAM_QOS: z

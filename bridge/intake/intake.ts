@@ -30,11 +30,12 @@ import type { Results, ReplyTarget } from '../results/results.js';
 import { okReply } from '../results/replies.js';
 import type { Dispatch } from '../scheduling/dispatch.js';
 import type { Templates } from './templates.js';
-import { jobKey, type AdmitResult, type Job, type Store } from '../store/types.js';
+import { imageRequestId, readImage } from './image.js';
+import { jobKey, type AdmitResult, type Job, type JobImage, type Store } from '../store/types.js';
 
 export type IntakeConfig = Pick<
   Config,
-  'maxPayloadBytes' | 'deviceRateLimitRpm' | 'queueMax' | 'priorityOffsetsMs' | 'idempotencyTtlS'
+  'maxPayloadBytes' | 'imageMaxBytes' | 'deviceRateLimitRpm' | 'queueMax' | 'priorityOffsetsMs' | 'idempotencyTtlS'
 >;
 
 export type IntakeOutcome =
@@ -64,6 +65,8 @@ const DEFAULT_COMPLETION_TOKENS = 256;
 /** An id is echoed in error replies only while it is plausibly the device's own. */
 const MAX_ECHOED_ID = 256;
 const ID_SNIFF_BYTES = 1024;
+/** An image's share of the token estimate: OpenAI counts a high-detail 1024 px image as 765 tokens. */
+const IMAGE_ESTIMATE_BYTES = 765 * 4;
 const CBOR_ID_KEY = Buffer.from([0x62, 0x69, 0x64]);
 /** The route of a CBOR request whose own route was refused: its error reply is CBOR still. */
 const CBOR_ONLY: ReplyRoute = Object.freeze({ format: 'cbor' });
@@ -92,7 +95,7 @@ export class Intake {
   async handle({ topic, payload, properties }: InboundRequest): Promise<IntakeOutcome> {
     const arrivalMs = this.clock();
     const { deviceId } = topic;
-    const priority = topic.kind === 'infer' ? topic.priority : undefined;
+    const priority = topic.kind === 'bad_priority' ? undefined : topic.priority;
     const target: ReplyTarget = { deviceId, deadlineMs: expiryDeadline(properties, arrivalMs) };
     let id: string | null = null;
     try {
@@ -101,26 +104,35 @@ export class Intake {
       // its format); a bad route is refused once the id is known.
       const route = replyRouteOf(deviceId, properties, cbor);
       target.route = !(route instanceof BridgeError) ? route : cbor ? CBOR_ONLY : undefined;
-      if (payload.length > this.config.maxPayloadBytes) {
-        id = cbor ? sniffCborId(payload) : sniffId(payload);
-        throw new BridgeError(
-          'payload_too_large',
-          `payload is ${payload.length} bytes, over MAX_PAYLOAD_BYTES (${this.config.maxPayloadBytes})`,
-        );
+      let parsed: DeviceRequest;
+      let image: JobImage | undefined;
+      if (topic.kind === 'image') {
+        id = imageRequestId(topic, properties);
+        if (route instanceof BridgeError) throw route;
+        ({ parsed, image } = readImage(topic, payload, properties, this.config.imageMaxBytes));
+      } else {
+        if (payload.length > this.config.maxPayloadBytes) {
+          id = cbor ? sniffCborId(payload) : sniffId(payload);
+          throw new BridgeError(
+            'payload_too_large',
+            `payload is ${payload.length} bytes, over MAX_PAYLOAD_BYTES (${this.config.maxPayloadBytes})`,
+          );
+        }
+        const body = cbor ? decodeCbor(payload) : parseJson(payload);
+        id = readId(body);
+        if (cbor) requireJsonShaped(body);
+        if (route instanceof BridgeError) throw route;
+        if (topic.kind === 'bad_priority') {
+          throw new BridgeError('invalid_request', `unknown priority "${topic.segment}" (expected critical, high, normal or low)`);
+        }
+        parsed = plainChatRequest(body) ?? validRequest(body);
       }
-      const body = cbor ? decodeCbor(payload) : parseJson(payload);
-      id = readId(body);
-      if (cbor) requireJsonShaped(body);
-      if (route instanceof BridgeError) throw route;
-      if (topic.kind === 'bad_priority') {
-        throw new BridgeError('invalid_request', `unknown priority "${topic.segment}" (expected critical, high, normal or low)`);
-      }
-      const parsed = plainChatRequest(body) ?? validRequest(body);
       const template = isTemplateRequest(parsed) ? parsed.template : undefined;
-      const request = isTemplateRequest(parsed) ? this.deps.templates.render(parsed, topic.priority) : parsed;
+      const request = isTemplateRequest(parsed) ? this.deps.templates.render(parsed, topic.priority, image) : parsed;
       // A template's prompt is on the bridge, and CBOR is shorter than the JSON the upstream
-      // gets: the token estimate counts the request as JSON.
-      const bytes = template === undefined && !cbor ? payload.length : Buffer.byteLength(JSON.stringify(request));
+      // gets: the token estimate counts the request as JSON, and an image as what it costs.
+      const bytes =
+        template === undefined && !cbor ? payload.length : Buffer.byteLength(JSON.stringify(request)) + (image ? IMAGE_ESTIMATE_BYTES : 0);
       if (!this.accepting) throw new BridgeError('unavailable', 'bridge is shutting down');
       const { shedder } = this.deps;
       const shed = shedder.check(topic.priority);
@@ -132,7 +144,7 @@ export class Intake {
       }
       shedder.admissionStarted();
       try {
-        return { outcome: await this.admit(target, topic.priority, { request, template }, arrivalMs, bytes) };
+        return { outcome: await this.admit(target, topic.priority, { request, template, image }, arrivalMs, bytes) };
       } finally {
         shedder.admissionEnded();
       }
@@ -160,7 +172,7 @@ export class Intake {
   private async admit(
     target: ReplyTarget,
     priority: Priority,
-    { request, template }: Pick<Job, 'request' | 'template'>,
+    { request, template, image }: Pick<Job, 'request' | 'template' | 'image'>,
     arrivalMs: number,
     payloadBytes: number,
   ): Promise<'queued' | 'cached' | 'duplicate'> {
@@ -184,6 +196,7 @@ export class Intake {
       cacheKey: cacheKeyOf(request, this.deps.cache, this.deps.routeOf(priority)),
     };
     if (template !== undefined) job.template = template;
+    if (image !== undefined) job.image = image;
     const limits = { deviceRpm: this.config.deviceRateLimitRpm, queueMax: this.config.queueMax };
     const { dispatch } = this.deps;
     const claim = dispatch.claimAlong();

@@ -6,6 +6,7 @@ import { BridgeError, type ChatMessage, type ChatRequest, type Priority, type Te
 import { parseConfigFile } from '../config/config-file.js';
 import type { Template } from '../config/templates.js';
 import type { Logger } from '../logger.js';
+import { imageRef, type JobImage } from '../store/types.js';
 
 const PLACEHOLDER = /\{\{\s*([A-Za-z_][A-Za-z0-9_]{0,63})\s*\}\}/g;
 
@@ -34,13 +35,14 @@ export class Templates {
   }
 
   /** The chat request `request` stands for, for a request of `priority`; BridgeError invalid_request when it cannot be. */
-  render(request: TemplateRequest, priority: Priority): ChatRequest {
+  render(request: TemplateRequest, priority: Priority, image?: JobImage): ChatRequest {
     const found = this.prepared.get(request.template);
     if (!found) throw new BridgeError('invalid_request', `unknown template "${request.template}"`);
     const { template, vars } = found;
     for (const name of vars) if (!Object.hasOwn(request.vars, name)) throw new BridgeError('invalid_request', `missing var "${name}"`);
     for (const name of Object.keys(request.vars)) if (!vars.has(name)) throw new BridgeError('invalid_request', `unknown var "${name}"`);
-    const chat: ChatRequest = { id: request.id, messages: template.messages.map((m) => rendered(m, request.vars)) };
+    const messages = template.messages.map((m) => rendered(m, request.vars));
+    const chat: ChatRequest = { id: request.id, messages: image ? withImage(messages, imageRef(image.sha256), template.image_detail ?? 'low') : messages };
     const model = request.model ?? template.priority_route?.[priority] ?? template.model;
     if (model !== undefined) chat.model = model;
     if (template.max_tokens !== undefined) chat.max_tokens = template.max_tokens;
@@ -92,4 +94,15 @@ export function reloadTemplates(templates: Templates, path: string | undefined, 
   }
   templates.replace(file.templates);
   log.info({ templates: templates.names() }, 'templates reloaded from CONFIG_FILE');
+}
+
+/** The image as one more part of the last user message (or of a new one, if there is none). */
+function withImage(messages: ChatMessage[], url: string, detail: string): ChatMessage[] {
+  const part = { type: 'image_url', image_url: { url, detail } };
+  let last = messages.length - 1;
+  while (last >= 0 && messages[last]?.role !== 'user') last -= 1;
+  if (last < 0) return [...messages, { role: 'user', content: [part] }];
+  const { content } = messages[last] as ChatMessage;
+  const parts = typeof content === 'string' ? [{ type: 'text', text: content }, part] : [...(content ?? []), part];
+  return messages.map((m, i) => (i === last ? { ...m, content: parts } : m));
 }

@@ -41,8 +41,8 @@ export interface StatusMessages {
 
 export interface ConnectionOptions {
   clientId: string;
-  /** The shared-subscription filter. */
-  filter: string;
+  /** The shared-subscription filters: requests first (readiness waits for it), then images. */
+  filters: string[];
   /** Set on one connection per instance: its status Will, and `online` published on every connect. */
   status?: StatusMessages | undefined;
   onRequest: RequestHandler;
@@ -55,7 +55,7 @@ export interface ConnectionOptions {
  * the network (it keeps retrying every RECONNECT_MIN_MS). A broker that refuses it rejects.
  */
 export async function openConnection(options: ExternalBrokerOptions, c: ConnectionOptions): Promise<BrokerConnection> {
-  const { admissions, onRequest, filter } = c;
+  const { admissions, onRequest, filters } = c;
   const log = c.log.child({ clientId: c.clientId });
   const handle = (topic: string, payload: Buffer, packet: IPublishPacket): Promise<number> => {
     admissions.started();
@@ -93,7 +93,7 @@ export async function openConnection(options: ExternalBrokerOptions, c: Connecti
     if (c.status) client.publish(c.status.topic, c.status.online, { qos: 1, retain: true });
     // Every time: a session may be present without the subscription (a graceful stop drops
     // it, a broker restart may forget it).
-    if (!unsubscribed) subscribe(client, filter, log, () => (subscribed = true));
+    if (!unsubscribed) subscribe(client, filters, log, () => (subscribed = true));
   });
   client.on('close', () => {
     if (up) log.warn('broker connection lost: reconnecting; requests wait in the broker meanwhile');
@@ -106,7 +106,7 @@ export async function openConnection(options: ExternalBrokerOptions, c: Connecti
     ready: () => up && (subscribed || unsubscribed),
     async unsubscribe() {
       unsubscribed = true;
-      if (up) await client.unsubscribeAsync(filter).catch((err: unknown) => log.warn({ err }, 'could not unsubscribe'));
+      if (up) await client.unsubscribeAsync(filters).catch((err: unknown) => log.warn({ err }, 'could not unsubscribe'));
     },
   };
 }
@@ -171,14 +171,20 @@ async function admit(
   return refusal ? refusal.reasonCode : 0;
 }
 
-function subscribe(client: MqttClient, filter: string, log: Logger, granted: () => void): void {
-  client.subscribe(filter, { qos: 1 }, (err, grants) => {
+function subscribe(client: MqttClient, filters: string[], log: Logger, granted: () => void): void {
+  client.subscribe(filters, { qos: 1 }, (err, grants) => {
+    const [filter, imageFilter] = filters;
     const code = grants?.[0]?.qos;
     if (err || code === undefined || code > 2) {
       log.error({ err: err?.message, filter, code }, 'the broker refused the shared subscription: no request will arrive');
       return;
     }
     log.info({ filter, qos: code }, 'subscribed');
+    // Images are optional: a broker whose ACL leaves them out still serves every request.
+    const imageCode = grants?.[1]?.qos;
+    if (imageFilter !== undefined && (imageCode === undefined || imageCode > 2)) {
+      log.warn({ filter: imageFilter, code: imageCode }, 'the broker refused the image subscription: raw images will not arrive');
+    }
     granted();
   });
 }

@@ -30,8 +30,9 @@ export interface ExternalPort extends MqttPort {
 const QUIET_MS = 200;
 const QUIESCE_MAX_MS = 5000;
 
-export function sharedSubscription(group: string): string {
-  return `$share/${group}/${topics.inferWildcard}`;
+/** The requests' shared subscription, then the raw images'. */
+export function sharedSubscriptions(group: string): string[] {
+  return [`$share/${group}/${topics.inferWildcard}`, `$share/${group}/${topics.imageWildcard}`];
 }
 
 /**
@@ -53,13 +54,13 @@ export async function openExternal(
   logger: Logger,
 ): Promise<ExternalPort> {
   const log = logger.child({ module: 'external-broker', broker: redactUrl(options.brokerUrl) });
-  const filter = sharedSubscription(options.brokerShareGroup);
+  const filters = sharedSubscriptions(options.brokerShareGroup);
   const admissions = new AdmissionCount();
   const settled = await Promise.allSettled(
     Array.from({ length: options.brokerConnections }, (_, index) =>
       openConnection(options, {
         clientId: connectionClientId(instanceId, index),
-        filter,
+        filters,
         status: index === 0 ? status : undefined,
         onRequest,
         admissions,

@@ -143,7 +143,7 @@ export class JobRunner {
       deviceId: job.deviceId,
       priority: job.priority,
       requestedModel: job.request.model,
-      body: buildUpstreamBody(job.request, isEmbeddingRequest(job.request) ? config.embeddingModel : config.upstreamModel),
+      body: buildUpstreamBody(job.request, isEmbeddingRequest(job.request) ? config.embeddingModel : config.upstreamModel, job.image),
       headers: lock === undefined ? undefined : { 'X-Lock-Key': lock, 'X-Lock-Fence': String(job.fence) },
       deadline: job.deadlineMs,
       maxAttempts: Math.max(1, config.maxAttempts - job.attempts),

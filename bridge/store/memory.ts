@@ -24,7 +24,7 @@ import type {
   RecordResult,
   Store,
 } from './types.js';
-import { replayedJob } from './types.js';
+import { replayedJob, withoutImageBytes } from './types.js';
 
 const MINUTE_MS = 60_000;
 const SWEEP_EVERY = 4096;
@@ -195,7 +195,7 @@ export class MemoryStore implements Store {
     this.records.set(job.key, { state: 'done', reply, expiresAt: now + options.ttlS * 1000 });
     this.dropLease(job.key);
     // As data: a replayed dead letter must not carry the recorded reply of its first life.
-    if (options.deadLetter) this.dlq.push({ job: plainJob(job), reply, atMs: now });
+    if (options.deadLetter) this.dlq.push({ job: withoutImageBytes(plainJob(job)), reply, atMs: now });
     if (options.cache) await this.cacheSet(options.cache.key, options.cache.answer, options.cache.ttlMs, now);
     if (options.unlead !== undefined) await this.unlead(options.unlead, job.key);
     if (options.usage) await this.recordUsage(options.usage, now);

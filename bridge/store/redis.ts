@@ -40,7 +40,7 @@ import type {
   RecordResult,
   Store,
 } from './types.js';
-import { replayedJob } from './types.js';
+import { replayedJob, withoutImageBytes } from './types.js';
 
 /** How long a completion waits for others, to go to Redis in the same write. */
 const COMPLETE_GATHER_MS = 2;
@@ -372,5 +372,5 @@ export class RedisStore implements Store {
 /** A dead-letter entry: the job as data (a replayed one must not carry the recorded reply of its first life). */
 function deadLetterEntry(job: Job, reply: Reply, now: number): string {
   const { recordedReply: _recorded, ...data } = job as ExpiredJob;
-  return JSON.stringify({ job: data, reply, atMs: now } satisfies DeadLetter);
+  return JSON.stringify({ job: withoutImageBytes(data), reply, atMs: now } satisfies DeadLetter);
 }

@@ -29,6 +29,26 @@ export interface Job {
   cacheKey?: string | undefined;
   /** The CONFIG_FILE template the request was rendered from, for usage by template. */
   template?: string | undefined;
+  /** A raw camera image the request carries (its request holds only the image's hash). */
+  image?: JobImage | undefined;
+}
+
+/** A raw camera image: its bytes as base64 only while the job lives (a dead letter keeps the rest). */
+export interface JobImage {
+  mime: string;
+  sha256: string;
+  bytes: number;
+  base64?: string | undefined;
+}
+
+/** How a request names its image until the upstream body is built: by hash, so the cache key never holds the bytes. */
+export const imageRef = (sha256: string): string => `edge-ai-bridge:image:sha256:${sha256}`;
+
+/** The job as a dead letter keeps it: without an image's bytes. */
+export function withoutImageBytes(job: Job): Job {
+  if (job.image?.base64 === undefined) return job;
+  const { base64: _bytes, ...kept } = job.image;
+  return { ...job, image: kept };
 }
 
 /** A job an instance holds: leased to `owner`, and holding its lock (with fencing number) if it names one. */

@@ -1,0 +1,102 @@
+// Raw camera images: a camera publishes the JPEG's bytes themselves and names the template that
+// asks about them; the upstream receives the image as a data URL in the template's user message.
+// MQTT 3.1.1 names everything in the topic, MQTT 5 may use user properties. Asserted on what the
+// camera got and what the upstream saw.
+import { writeFileSync } from 'node:fs';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import type { Reply } from '../../contract/index.js';
+import { BROKER_MODES, okOf, startHarness, type Harness } from '../helpers/harness.js';
+import { tempDir } from '../helpers/security.js';
+
+const dir = tempDir('eab-images-');
+afterAll(() => dir.remove());
+
+const CONFIG = `${dir.path}/config.json`;
+writeFileSync(
+  CONFIG,
+  JSON.stringify({
+    templates: {
+      'scratch-check': { messages: [{ role: 'user', content: 'Is there a scratch on part {{part}}?' }], image_detail: 'high' },
+      'any-defect': { messages: [{ role: 'user', content: 'Any defect?' }] },
+    },
+  }),
+);
+
+/** A small, whole JPEG: start and end markers around some bytes. */
+const jpeg = (fill: number, size = 2000): Buffer =>
+  Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), Buffer.alloc(size, fill), Buffer.from([0xff, 0xd9])]);
+
+type Body = { messages: Array<{ role: string; content: Array<{ type: string; text?: string; image_url?: { url: string; detail: string } }> }> };
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+describe.each(BROKER_MODES)('raw camera images (%s broker)', (mode) => {
+  it('answers a JPEG published raw by an MQTT 3.1.1 camera (all in the topic) and by an MQTT 5 one (user properties)', async () => {
+    h = await startHarness({ CONFIG_FILE: CONFIG }, {}, undefined, { mode });
+    const v3 = await h.device('cam-1');
+    await v3.client.publishAsync('devices/cam-1/image/high/any-defect/f1', jpeg(1), { qos: 1 });
+    expect(okOf((await v3.reply('f1'))[0]).content).toBe('sim answer to: Any defect?');
+    const first = h.upstream.requests[0]?.body as Body;
+    expect(first.messages).toEqual([
+      { role: 'user', content: [{ type: 'text', text: 'Any defect?' }, { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${jpeg(1).toString('base64')}`, detail: 'low' } }] },
+    ]);
+
+    const v5 = await h.device('cam-2', { protocolVersion: 5 });
+    await v5.client.publishAsync('devices/cam-2/image/normal', jpeg(2), {
+      qos: 1,
+      properties: { contentType: 'image/jpeg', userProperties: { template: 'scratch-check', id: 'f2', 'var.part': 'A7' } },
+    });
+    expect(okOf((await v5.reply('f2'))[0]).content).toBe('sim answer to: Is there a scratch on part A7?');
+    const second = h.upstream.requests[1]?.body as Body;
+    expect(second.messages[0]?.content[1]).toEqual({ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${jpeg(2).toString('base64')}`, detail: 'high' } });
+  });
+
+  it('refuses a payload that only starts like a JPEG, an unknown template and an image over IMAGE_MAX_BYTES, while the camera beside is served', async () => {
+    h = await startHarness({ CONFIG_FILE: CONFIG, IMAGE_MAX_BYTES: '10000' }, {}, undefined, { mode });
+    const bad = await h.device('cam-3');
+    const good = await h.device('cam-4');
+    await bad.client.publishAsync('devices/cam-3/image/normal/any-defect/t1', jpeg(3).subarray(0, 500), { qos: 1 });
+    await bad.client.publishAsync('devices/cam-3/image/normal/nope/t2', jpeg(3), { qos: 1 });
+    await bad.client.publishAsync('devices/cam-3/image/normal/any-defect/t3', jpeg(3, 20_000), { qos: 1 });
+    await good.client.publishAsync('devices/cam-4/image/normal/any-defect/ok1', jpeg(4), { qos: 1 });
+    const errorOf = (r: Reply | undefined) => (r && !r.ok ? r.error : undefined);
+    expect(errorOf((await bad.reply('t1'))[0])).toMatchObject({ code: 'invalid_request', message: 'JPEG is truncated: no end-of-image marker' });
+    expect(errorOf((await bad.reply('t2'))[0])).toMatchObject({ code: 'invalid_request', message: 'unknown template "nope"' });
+    expect(errorOf((await bad.reply('t3'))[0])).toMatchObject({ code: 'payload_too_large', message: 'image is 20006 bytes, over IMAGE_MAX_BYTES (10000)' });
+    expect(okOf((await good.reply('ok1'))[0]).ok).toBe(true);
+    expect(h.upstream.requests).toHaveLength(1);
+    expect(bad.client.connected).toBe(true);
+  });
+});
+
+describe('raw camera images: cache and dead letters', () => {
+  it('answers the same image again from the cache (keyed on its hash); a dead letter keeps its hash and size, never its bytes', async () => {
+    h = await startHarness({ CONFIG_FILE: CONFIG, MAX_ATTEMPTS: '1' });
+    const cam = await h.device('cam-5');
+    await cam.client.publishAsync('devices/cam-5/image/normal/any-defect/c1', jpeg(5), { qos: 1 });
+    await cam.client.publishAsync('devices/cam-5/image/normal/any-defect/c2', jpeg(5), { qos: 1 });
+    await cam.reply('c1');
+    expect(okOf((await cam.reply('c2'))[0]).cached).toBe(true);
+    expect(h.upstream.requests).toHaveLength(1);
+
+    h.upstream.script({ status: 500 });
+    await cam.client.publishAsync('devices/cam-5/image/normal/any-defect/d1', jpeg(6), { qos: 1 });
+    expect((await cam.reply('d1'))[0]).toMatchObject({ ok: false, error: { code: 'upstream_error' } });
+    const [letter] = await h.bridge.store.deadLetters();
+    expect(letter?.job.image).toEqual({ mime: 'image/jpeg', sha256: expect.stringMatching(/^[0-9a-f]{64}$/), bytes: 2006 });
+    expect(JSON.stringify(letter)).not.toContain(jpeg(6).toString('base64').slice(0, 40));
+  });
+
+  it('refuses an MQTT 5 image whose Content Type does not match its bytes', async () => {
+    h = await startHarness({ CONFIG_FILE: CONFIG });
+    const cam = await h.device('cam-6', { protocolVersion: 5 });
+    const published = cam.client.publishAsync('devices/cam-6/image/low/any-defect/m1', jpeg(7), { qos: 1, properties: { contentType: 'image/png' } });
+    await expect(published).rejects.toMatchObject({ code: 0x99 }); // PUBACK: Payload format invalid
+    expect((await cam.reply('m1'))[0]).toMatchObject({ ok: false, error: { message: 'Content Type image/png does not match the image (image/jpeg)' } });
+  });
+});
+

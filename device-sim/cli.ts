@@ -14,6 +14,10 @@ const USAGE = `usage: device-sim --url mqtt://127.0.0.1:1883 --devices 100 --rat
   [--reply-timeout 60] [--prefix sim] [--connect-concurrency 50] [--seed n] [--questions n] [--json]
   [--ttl-ms N]   every request carries ttl_ms N; counts per priority the expired replies and the
                  late ones (more than 100 ms after publish + N)
+  [--images DIR|generated --template NAME]
+                 each request is a raw camera frame (the folder's .jpg/.png/.webp files in turn, or
+                 generated frames for the upstream simulator) on devices/{id}/image/..., asking
+                 the CONFIG_FILE template NAME
   [--idle N]     first connect N idle devices (<prefix>-idle-<n>, mqtt:// only), keep them during the run
   [--workers N]  spread the devices over N worker threads with raw MQTT frames and HDR histograms
                  (mqtt:// and QoS 1 only; for rates one thread with mqtt.js cannot offer)`;

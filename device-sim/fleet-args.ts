@@ -1,7 +1,8 @@
 // device-sim's command line: each option read into the fleet's arguments (with its default),
 // then the option checks; a bad value is a UsageError naming the option.
 import { parseArgs } from 'node:util';
-import { UsageError } from '../contract/index.js';
+import { TEMPLATE_NAME_PATTERN, UsageError } from '../contract/index.js';
+import { frameSource } from './frames.js';
 import { checkFleetOptions, FLEET_DEFAULTS, type FleetOptions } from './fleet-options.js';
 import { parseMix, type Mix } from './stats.js';
 
@@ -20,7 +21,7 @@ const MAX_IDLE = 1_000_000;
 /** The options that take a value (and --json). */
 const STRING_OPTIONS = [
   'mix', 'qos', 'seed', 'url', 'devices', 'rate', 'duration', 'reply-timeout', 'connect-concurrency',
-  'prefix', 'idle', 'workers', 'username', 'password', 'questions', 'ttl-ms',
+  'prefix', 'idle', 'workers', 'username', 'password', 'questions', 'ttl-ms', 'images', 'template',
 ] as const;
 
 function parseNumber(option: string, raw: string | undefined, fallback: number): number {
@@ -43,6 +44,16 @@ function readSeed(raw: string | undefined): Pick<FleetArgs, 'seed'> {
   const seed = parseNumber('seed', raw, 0);
   if (!Number.isInteger(seed)) throw new UsageError(`--seed: must be an integer, got "${raw}"`);
   return { seed };
+}
+
+/** --images DIR|generated with --template NAME: the image mode. */
+function readImages(images: string | undefined, template: string | undefined): Pick<FleetArgs, 'images'> {
+  if (images === undefined && template === undefined) return {};
+  if (images === undefined) throw new UsageError('--template: only with --images (a template request without an image is not simulated)');
+  if (template === undefined || !TEMPLATE_NAME_PATTERN.test(template)) {
+    throw new UsageError('--images: needs --template NAME, a CONFIG_FILE template (1 to 64 characters of A-Za-z0-9_.-)');
+  }
+  return { images: { frame: frameSource(images), template } };
 }
 
 function readQuestions(raw: string | undefined): Pick<FleetArgs, 'questions'> {
@@ -80,6 +91,7 @@ export function parseFleetArgs(argv: readonly string[]): FleetArgs {
     ...(raw('password') === undefined ? {} : { password: raw('password') as string }),
     ...readQuestions(raw('questions')),
     ...(raw('ttl-ms') === undefined ? {} : { ttlMs: num('ttl-ms', 0) }),
+    ...readImages(raw('images'), raw('template')),
   };
   const problem = checkFleetOptions(opts) ?? checkRunMode(opts);
   if (problem !== null) throw new UsageError(problem);
@@ -118,5 +130,6 @@ function checkRunMode(opts: FleetArgs): string | null {
   if (!rawTcp) return '--workers: needs an mqtt:// (or tcp://) --url';
   if (opts.qos !== 1) return '--workers: the fast fleet sends at QoS 1 only';
   if (opts.questions !== undefined) return '--workers: every request text is distinct; --questions needs --workers 0';
+  if (opts.images !== undefined) return '--workers: the fast fleet sends chat requests; --images needs --workers 0';
   return null;
 }

@@ -32,6 +32,11 @@ export interface FleetOptions {
    * came more than 100 ms after publish + ttl_ms (late) and the `expired` ones; unset = none.
    */
   ttlMs?: number;
+  /**
+   * Image mode: each request is a raw camera frame from this source on
+   * devices/{id}/image/{priority}/{template}/{requestId}, asking `template`; unset = chat requests.
+   */
+  images?: { frame: (seq: number) => Buffer; template: string };
   /** Progress lines (connecting, sending, waiting); the CLI sends them to stderr. */
   onProgress?: (line: string) => void;
 }

@@ -177,7 +177,11 @@ function sendOne(run: Run, device: Device): void {
   device.pending.set(request.id, { priority, sentAt: performance.now() });
   run.outstanding += 1;
   recordSent(tally, priority);
-  device.client.publish(topics.infer(device.id, priority), JSON.stringify(request), { qos: opts.qos }, (err) => {
+  const { images } = opts;
+  const [topic, payload] = images
+    ? [topics.image(device.id, priority, images.template, request.id), images.frame(device.seq)]
+    : [topics.infer(device.id, priority), JSON.stringify(request)];
+  device.client.publish(topic, payload, { qos: opts.qos }, (err) => {
     if (err === undefined || err === null) return;
     // Only count it if no reply beat the failure report.
     if (settle(run, device, request.id) !== null) recordFailure(tally, priority, 'publish_failed');

@@ -15,11 +15,13 @@ import { ask, okOf, startHarness, type Harness } from '../helpers/harness.js';
 
 const ACL = [
   'pattern write devices/%u/infer/+',
+  'pattern write devices/%u/image/#',
   'pattern read devices/%u/result',
   'pattern read devices/%u/stream',
   'pattern read devices/%u/rpc/#',
   'user bridge',
   'topic read devices/+/infer/+',
+  'topic read devices/+/image/#',
   'topic write devices/+/result',
   'topic write devices/+/stream',
   'topic write devices/+/rpc/#',
@@ -119,6 +121,19 @@ describe('external broker: the Mosquitto ACL recipe', () => {
     await waitUntil(() => on(cam1, 'devices/cam-1/result').length > 0, 5000, 10);
     expect(okOf(replyOf(on(cam1, 'devices/cam-1/result')[0])).id).toBe('own');
     expect(contents(h)).toEqual(['own request']);
+  });
+
+  it("takes cam-1's raw image on its own image topic through the recipe, and refuses it on cam-2's", async () => {
+    const { h: harness } = await setup();
+    const cam1 = await login(harness.url, 'cam-1');
+    await cam1.c.subscribeAsync('devices/cam-1/result', { qos: 1 });
+    const frame = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), Buffer.alloc(64, 1), Buffer.from([0xff, 0xd9])]);
+    const foreign = cam1.c.publishAsync('devices/cam-2/image/normal/none/f0', frame, { qos: 1 });
+    await expect(foreign).rejects.toMatchObject({ code: 135 });
+    await cam1.c.publishAsync('devices/cam-1/image/normal/none/f1', frame, { qos: 1 });
+    await waitUntil(() => on(cam1, 'devices/cam-1/result').length > 0, 5000, 10);
+    // No template "none" is configured: the bridge read the image and answered by name.
+    expect(replyOf(on(cam1, 'devices/cam-1/result')[0])).toMatchObject({ id: 'f1', ok: false, error: { message: 'unknown template "none"' } });
   });
 
   it("the bridge user reads the bridge's retained status; a device does not", async () => {

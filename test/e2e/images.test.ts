@@ -2,9 +2,10 @@
 // asks about them; the upstream receives the image as a data URL in the template's user message.
 // MQTT 3.1.1 names everything in the topic, MQTT 5 may use user properties. Asserted on what the
 // camera got and what the upstream saw.
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Reply } from '../../contract/index.js';
+import { parseFleetArgs, runFleet } from '../../device-sim/fleet.js';
 import { BROKER_MODES, okOf, startHarness, type Harness } from '../helpers/harness.js';
 import { tempDir } from '../helpers/security.js';
 
@@ -100,3 +101,25 @@ describe('raw camera images: cache and dead letters', () => {
   });
 });
 
+
+describe('device-sim image mode', () => {
+  it('sends a folder of images in turn at a rate, each answered, each reaching the upstream as its data URL', async () => {
+    h = await startHarness({ CONFIG_FILE: CONFIG });
+    const folder = `${dir.path}/frames`;
+    mkdirSync(folder, { recursive: true });
+    writeFileSync(`${folder}/a.jpg`, jpeg(8));
+    writeFileSync(`${folder}/b.jpg`, jpeg(9));
+    writeFileSync(`${folder}/notes.txt`, 'not a frame');
+    const args = parseFleetArgs(['--url', h.url, '--devices', '2', '--rate', '20', '--duration', '0.5', '--images', folder, '--template', 'any-defect', '--reply-timeout', '5']);
+    const report = await runFleet(args);
+    expect(report.overall).toMatchObject({ sent: 10, ok: 10, lost: 0, errors: {} });
+    const urls = new Set(h.upstream.requests.map((r) => (r.body as Body).messages[0]?.content[1]?.image_url?.url));
+    // Identical frames are answered from the cache: the upstream saw each of the two once.
+    expect(urls).toEqual(new Set([jpeg(8), jpeg(9)].map((f) => `data:image/jpeg;base64,${f.toString('base64')}`)));
+  });
+
+  it('refuses --images without --template, and an empty folder, by name', () => {
+    expect(() => parseFleetArgs(['--images', 'generated'])).toThrow(/--images: needs --template/);
+    expect(() => parseFleetArgs(['--images', dir.path, '--template', 'x'])).toThrow(/--images: no .jpg/);
+  });
+});

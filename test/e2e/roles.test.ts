@@ -21,6 +21,8 @@ const PUBLISH: Array<[string, Record<RoleName, boolean>]> = [
   ['devices/cam-a/infer/normal', { device: true, observer: false, operator: true }],
   ['devices/cam-b/infer/high', { device: false, observer: false, operator: true }],
   ['devices/cam-a/result', { device: false, observer: false, operator: false }],
+  ['devices/cam-a/image/normal/defect-check/f1', { device: true, observer: false, operator: true }],
+  ['devices/cam-b/image/normal/defect-check/f1', { device: false, observer: false, operator: true }],
   ['bridge/x/status', { device: false, observer: false, operator: false }],
   ['$SYS/broker/fake', { device: false, observer: false, operator: false }],
 ];

@@ -28,6 +28,19 @@ export function completionContract({ open }: ContractContext): void {
       expect(await store.admit(bad, LIMITS, t + 5)).toEqual({ kind: 'duplicate_done', reply: badReply });
     });
 
+    it('keeps a raw image with its job while it lives, and only its hash and size in the dead letter', async () => {
+      const store = await open();
+      const t = baseTime();
+      const image = { mime: 'image/jpeg', sha256: 'ab'.repeat(32), bytes: 6, base64: Buffer.from('frame!').toString('base64') };
+      const job: Job = { ...makeJob({ deviceId: 'cam', id: 'img', priority: 'normal', arrivalMs: t }), image };
+      await admitAll(store, [job]);
+      const { jobs } = await store.claim(claimOpts(), t + 1);
+      expect(jobs[0]?.image).toEqual(image);
+      await store.complete(jobs[0] as ClaimedJob, errorReply(job, 'upstream_error'), { ttlS: 3600, deadLetter: true }, t + 2);
+      const [letter] = await store.deadLetters();
+      expect(letter?.job.image).toEqual({ mime: 'image/jpeg', sha256: 'ab'.repeat(32), bytes: 6 });
+    });
+
     it('replays chosen dead letters as new arrivals with fresh attempts, then all, and purges', async () => {
       const store = await open();
       const t = baseTime();

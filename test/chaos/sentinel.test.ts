@@ -37,6 +37,10 @@ async function failover(waitReplicas: number): Promise<{ acknowledged: number; l
     REDIS_SENTINELS: set.sentinels,
     REDIS_SENTINEL_NAME: SENTINEL_NAME,
     REDIS_WAIT_REPLICAS: String(waitReplicas),
+    // A job whose claim on the dying primary reached the replica, but whose claim reply never
+    // reached the bridge, is taken over when its lease ends (UPSTREAM_TIMEOUT_MS + 3 s): with
+    // the default 30 s that is after this test stops waiting, and it would count as lost.
+    UPSTREAM_TIMEOUT_MS: '2000',
     UPSTREAM_URL: upstream.url,
     MAX_CONCURRENCY: '8',
     RATE_LIMIT_RPM: '100000',

@@ -9,14 +9,12 @@
 //   node dist/bench/stream-ttfc.js [--rates 100,1000] [--seconds 10] [--runs 3]
 //   extra bridge variables: BENCH_ENV='{"STREAM_FLUSH_MS":"0"}'
 //   another build of the bridge: BENCH_BRIDGE=/path/to/dist/bridge/main.js
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import mqtt, { type MqttClient } from 'mqtt';
 import { Pool } from 'undici';
 import { startServiceProcess } from '../device-sim/service-process.js';
+import { startUpstream } from './e2e/upstream.js';
 
 const LATENCY_MS = 20;
 const CHUNK_MS = 10;
@@ -40,20 +38,6 @@ interface Phase {
 interface Sample { at: number; first?: number; done?: number; ok?: boolean; code?: string; chunked: boolean; recorded: boolean }
 
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
-
-async function startSim(): Promise<{ url: string; child: ChildProcess }> {
-  const cli = fileURLToPath(new URL('../upstream-sim/cli.js', import.meta.url));
-  const args = ['--port', '0', '--latency-ms', String(LATENCY_MS), '--stream-chunk-ms', String(CHUNK_MS)];
-  const child = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const url = await new Promise<string>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`upstream-sim exited with ${code}`)));
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      const match = /listening on (\S+)/.exec(line);
-      if (match) resolve(match[1]!);
-    });
-  });
-  return { url, child };
-}
 
 /** Calls send(i, recorded) (rate × (WARMUP_S + seconds)) times, catching up when a tick is late. */
 async function paced(rate: number, seconds: number, send: (i: number, recorded: boolean) => void): Promise<void> {
@@ -274,7 +258,7 @@ function table(rates: number[], runs: Array<Map<number, Record<string, number>>>
 }
 
 async function runOnce(run: number, rates: number[], seconds: number): Promise<Map<number, Record<string, number>>> {
-  const sim = await startSim();
+  const sim = await startUpstream(LATENCY_MS, ['--stream-chunk-ms', String(CHUNK_MS)]);
   const out = new Map<number, Record<string, number>>();
   try {
     for (const rate of rates) {

@@ -10,8 +10,9 @@ export interface Upstream {
   child: ChildProcess;
 }
 
-export async function startUpstream(): Promise<Upstream> {
-  const child = spawn(process.execPath, [distFile('upstream-sim/cli.js'), '--port', '0', '--latency-ms', String(UPSTREAM_LATENCY_MS)], {
+/** `latencyMs` and further simulator options (`--stream-chunk-ms 10`) for benches that need others. */
+export async function startUpstream(latencyMs = UPSTREAM_LATENCY_MS, more: string[] = []): Promise<Upstream> {
+  const child = spawn(process.execPath, [distFile('upstream-sim/cli.js'), '--port', '0', '--latency-ms', String(latencyMs), ...more], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const url = await new Promise<string>((resolve, reject) => {

@@ -97,65 +97,73 @@ export class Intake {
     const { deviceId } = topic;
     const priority = topic.kind === 'bad_priority' ? undefined : topic.priority;
     const target: ReplyTarget = { deviceId, deadlineMs: expiryDeadline(properties, arrivalMs) };
-    let id: string | null = null;
+    const seen: { id: string | null } = { id: null };
     try {
       const cbor = isCborRequest(properties);
       // Read first, so that even a refused request is answered on its response topic (and in
       // its format); a bad route is refused once the id is known.
       const route = replyRouteOf(deviceId, properties, cbor);
       target.route = !(route instanceof BridgeError) ? route : cbor ? CBOR_ONLY : undefined;
-      let parsed: DeviceRequest;
-      let image: JobImage | undefined;
-      if (topic.kind === 'image') {
-        id = imageRequestId(topic, properties);
-        if (route instanceof BridgeError) throw route;
-        ({ parsed, image } = readImage(topic, payload, properties, this.config.imageMaxBytes));
-      } else {
-        if (payload.length > this.config.maxPayloadBytes) {
-          id = cbor ? sniffCborId(payload) : sniffId(payload);
-          throw new BridgeError(
-            'payload_too_large',
-            `payload is ${payload.length} bytes, over MAX_PAYLOAD_BYTES (${this.config.maxPayloadBytes})`,
-          );
-        }
-        const body = cbor ? decodeCbor(payload) : parseJson(payload);
-        id = readId(body);
-        if (cbor) requireJsonShaped(body);
-        if (route instanceof BridgeError) throw route;
-        if (topic.kind === 'bad_priority') {
-          throw new BridgeError('invalid_request', `unknown priority "${topic.segment}" (expected critical, high, normal or low)`);
-        }
-        parsed = plainChatRequest(body) ?? validRequest(body);
-      }
+      const { parsed, image, at } = this.read({ topic, payload, properties }, cbor, route, seen);
       const template = isTemplateRequest(parsed) ? parsed.template : undefined;
-      const request = isTemplateRequest(parsed) ? this.deps.templates.render(parsed, topic.priority, image) : parsed;
+      const request = isTemplateRequest(parsed) ? this.deps.templates.render(parsed, at, image) : parsed;
       // A template's prompt is on the bridge, and CBOR is shorter than the JSON the upstream
       // gets: the token estimate counts the request as JSON, and an image as what it costs.
       const bytes =
         template === undefined && !cbor ? payload.length : Buffer.byteLength(JSON.stringify(request)) + (image ? IMAGE_ESTIMATE_BYTES : 0);
       if (!this.accepting) throw new BridgeError('unavailable', 'bridge is shutting down');
       const { shedder } = this.deps;
-      const shed = shedder.check(topic.priority);
+      const shed = shedder.check(at);
       if (shed) {
         // Cheap on purpose (no store call, no log line: the shedder logs a summary), and not
         // recorded for idempotency, so a retry with the same id is admitted normally later.
-        this.reply(target, errorReply(id, shed, priority));
+        this.reply(target, errorReply(seen.id, shed, priority));
         return { outcome: 'rejected', error: shed };
       }
       shedder.admissionStarted();
       try {
-        return { outcome: await this.admit(target, topic.priority, { request, template, image }, arrivalMs, bytes) };
+        return { outcome: await this.admit(target, at, { request, template, image }, arrivalMs, bytes) };
       } finally {
         shedder.admissionEnded();
       }
     } catch (err) {
       const error = toBridgeError(err);
-      const log = this.logger.child({ deviceId, reqId: id });
+      const log = this.logger.child({ deviceId, reqId: seen.id });
       if (error.code === 'internal') log.error({ err }, 'intake failed');
       else log.info({ code: error.code }, `request rejected: ${error.message}`);
-      this.reply(target, errorReply(id, error, priority));
+      this.reply(target, errorReply(seen.id, error, priority));
       return { outcome: 'rejected', error };
     }
+  }
+
+  /**
+   * The request a publish carries (a raw image: the template request it asks, and the image)
+   * and its priority class (`at`), or the error that refuses it; `seen.id` is set as soon as the request's id is known, so
+   * even a refusal names it.
+   */
+  private read(
+    { topic, payload, properties }: InboundRequest,
+    cbor: boolean,
+    route: ReplyRoute | BridgeError | undefined,
+    seen: { id: string | null },
+  ): { parsed: DeviceRequest; image?: JobImage; at: Priority } {
+    if (topic.kind === 'image') {
+      seen.id = imageRequestId(topic, properties);
+      if (route instanceof BridgeError) throw route;
+      return { ...readImage(topic, payload, properties, this.config.imageMaxBytes), at: topic.priority };
+    }
+    if (payload.length > this.config.maxPayloadBytes) {
+      seen.id = cbor ? sniffCborId(payload) : sniffId(payload);
+      throw new BridgeError('payload_too_large', `payload is ${payload.length} bytes, over MAX_PAYLOAD_BYTES (${this.config.maxPayloadBytes})`);
+    }
+    const body = cbor ? decodeCbor(payload) : parseJson(payload);
+    seen.id = readId(body);
+    if (cbor) requireJsonShaped(body);
+    if (route instanceof BridgeError) throw route;
+    if (topic.kind === 'bad_priority') {
+      throw new BridgeError('invalid_request', `unknown priority "${topic.segment}" (expected critical, high, normal or low)`);
+    }
+    return { parsed: plainChatRequest(body) ?? validRequest(body), at: topic.priority };
   }
 
   /**

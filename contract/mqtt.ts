@@ -21,11 +21,16 @@ export interface RequestProperties {
 export const CONTENT_TYPE_JSON = 'application/json';
 export const CONTENT_TYPE_CBOR = 'application/cbor';
 
+/** A Content Type's media type: without parameters, lower case (`Image/JPEG; q=1` → `image/jpeg`). */
+export function mediaType(contentType: string): string {
+  return (contentType.split(';')[0] ?? '').trim().toLowerCase();
+}
+
 /** Whether a request (and so its reply) is CBOR: its Content Type, without parameters, any case. */
 export function isCborRequest(properties: RequestProperties): boolean {
   const { contentType } = properties;
   if (contentType === undefined) return false;
-  return contentType === CONTENT_TYPE_CBOR || contentType.split(';')[0]?.trim().toLowerCase() === CONTENT_TYPE_CBOR;
+  return contentType === CONTENT_TYPE_CBOR || mediaType(contentType) === CONTENT_TYPE_CBOR;
 }
 
 /** What an MQTT 3.1.1 request (or an MQTT 5 one without properties) carries: shared, never written. */

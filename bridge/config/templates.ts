@@ -2,15 +2,16 @@
 // its `{{vars}}`, and a plant engineer changes a prompt without reflashing devices (SIGHUP
 // re-reads them). The schema only; rendering is intake's (bridge/intake/templates.ts).
 import { z } from 'zod';
-import { ChatMessageSchema, PRIORITIES, TEMPLATE_NAME_PATTERN } from '../../contract/index.js';
+import { ChatMessageSchema, ChatRequestSchema, PRIORITIES, TEMPLATE_NAME_PATTERN } from '../../contract/index.js';
 
 export const TemplateSchema = z.strictObject({
   /** Message contents (strings, or the `text` of content parts) may hold `{{var}}` placeholders. */
   messages: z.array(ChatMessageSchema).min(1),
-  model: z.string().min(1).max(256).optional(),
-  max_tokens: z.number().int().positive().optional(),
-  temperature: z.number().min(0).max(2).optional(),
-  response_format: z.looseObject({ type: z.enum(['text', 'json_object', 'json_schema']) }).optional(),
+  // Sent with the rendered request: checked exactly as a chat request's own.
+  model: ChatRequestSchema.shape.model,
+  max_tokens: ChatRequestSchema.shape.max_tokens,
+  temperature: ChatRequestSchema.shape.temperature,
+  response_format: ChatRequestSchema.shape.response_format,
   /** A raw camera image's `detail` in the upstream request (the image goes into the last user message). */
   image_detail: z.enum(['low', 'high', 'auto']).optional(),
   /** Priority class → model, for requests of that class (CONFIG_FILE `models` sends a model to its provider). */

@@ -3,7 +3,7 @@
 // the format's own end (JPEG's end-of-image marker, PNG's IEND chunk, WebP's RIFF length), so a
 // frame cut short in transit, or anything that only starts like an image, is refused.
 import { createHash } from 'node:crypto';
-import { BridgeError, REQUEST_ID_PATTERN, TemplateRequestSchema, type InferTopic, type RequestProperties, type TemplateRequest } from '../../contract/index.js';
+import { BridgeError, mediaType, REQUEST_ID_PATTERN, TemplateRequestSchema, type InferTopic, type RequestProperties, type TemplateRequest } from '../../contract/index.js';
 import type { JobImage } from '../store/types.js';
 
 export type ImageMime = 'image/jpeg' | 'image/png' | 'image/webp';
@@ -71,7 +71,7 @@ export function readImage(topic: ImageTopic, payload: Buffer, properties: Reques
   const format = imageFormat(payload);
   if ('problem' in format) throw new BridgeError('invalid_request', format.problem);
   const declared = properties.contentType;
-  if (declared !== undefined && declared.split(';')[0]?.trim().toLowerCase() !== format.mime) {
+  if (declared !== undefined && mediaType(declared) !== format.mime) {
     throw new BridgeError('invalid_request', `Content Type ${declared} does not match the image (${format.mime})`);
   }
   const parsed = TemplateRequestSchema.safeParse({ id, template, vars: varsOf(properties) });

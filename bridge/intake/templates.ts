@@ -2,13 +2,14 @@
 // with every `{{var}}` replaced by the device's value as plain text (no template logic, nothing
 // evaluated), and its model and parameters. Refusals name their cause: an unknown template, a
 // var the template needs and the request lacks, a var the template does not use.
-import { BridgeError, type ChatMessage, type ChatRequest, type Priority, type TemplateRequest } from '../../contract/index.js';
+import { BridgeError, VAR_NAME_PATTERN, type ChatMessage, type ChatRequest, type Priority, type TemplateRequest } from '../../contract/index.js';
 import { parseConfigFile } from '../config/config-file.js';
 import type { Template } from '../config/templates.js';
 import type { Logger } from '../logger.js';
 import { imageRef, type JobImage } from '../store/types.js';
 
-const PLACEHOLDER = /\{\{\s*([A-Za-z_][A-Za-z0-9_]{0,63})\s*\}\}/g;
+/** `{{name}}` or `{{ name }}`, the name as a request's vars may spell it. */
+const PLACEHOLDER = new RegExp(`\\{\\{\\s*(${VAR_NAME_PATTERN.source.slice(1, -1)})\\s*\\}\\}`, 'g');
 
 interface Prepared {
   template: Template;

@@ -50,7 +50,9 @@ describe.each(BROKER_MODES)('bad input (%s broker)', (mode) => {
   }
 
   it('answers expired when ttl_ms passes before the upstream call can start', async () => {
-    h.upstream.setOptions({ latencyMs: 400 });
+    // Long enough that no blocker ends (freeing a slot) before the short ttl has passed, even
+    // when publishing the 32 blockers takes a loaded machine several hundred ms.
+    h.upstream.setOptions({ latencyMs: 2000 });
     try {
       // One request per slot keeps the upstream busy; the short-ttl one waits behind them.
       const blockers = Array.from({ length: 32 }, (_, i) => `block-${i}`);

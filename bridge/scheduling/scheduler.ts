@@ -226,14 +226,19 @@ export class Scheduler implements Dispatch {
   /** Claims until the slots are full or the queue has no more; returns the wake delay when held back. */
   private async claimWhileFree(): Promise<number | undefined> {
     while (!this.stopping) {
-      const max = this.slots.free();
+      const max = this.slots.reserveAll();
       if (max <= 0) {
         this.slots.full();
         break;
       }
       const now = this.clock();
       this.deadlines.claimStarted(now);
-      const claimed = await this.store.claim(this.claimOptions(max), now);
+      let claimed: ClaimResult;
+      try {
+        claimed = await this.store.claim(this.claimOptions(max), now);
+      } finally {
+        this.slots.unreserve(max);
+      }
       const retryAtMs = this.take(claimed, max, now);
       if (retryAtMs !== undefined) return Math.max(1, retryAtMs - now);
       // Less than it could take: the queue had no more (expired jobs may have hidden some).

@@ -1,5 +1,6 @@
 // The slots: at most MAX_CONCURRENCY jobs in flight here, some of the free ones reserved by
-// admissions that carry a claim (claimAlong) until they come back (adopt).
+// admissions that carry a claim (claimAlong) until they come back (adopt), and by the pump's
+// claim until its jobs start.
 
 /**
  * Most free slots one admission reserves for the claim it carries: enough to take a burst
@@ -8,7 +9,7 @@
 const CLAIM_ALONG_MAX = 16;
 
 export class Slots {
-  /** Slots reserved by admissions carrying a claim (claimAlong → adopt). */
+  /** Slots reserved by admissions carrying a claim (claimAlong → adopt) and by the pump's claim. */
   private reserved = 0;
   /** A pump found every free slot reserved: pump again when the reservation ends. */
   private deferred = false;
@@ -40,7 +41,17 @@ export class Slots {
     return count;
   }
 
-  /** An admission came back: its reservation ends. */
+  /**
+   * Reserves every free slot for the pump's claim: its jobs are not in flight until the claim
+   * comes back, and an admission meanwhile must not take their slots too.
+   */
+  reserveAll(): number {
+    const free = this.free();
+    if (free > 0) this.reserved += free;
+    return free;
+  }
+
+  /** An admission or the pump's claim came back: its reservation ends. */
   unreserve(count: number): void {
     this.reserved -= count;
   }

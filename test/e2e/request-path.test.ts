@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../bridge/store/memory.js';
 import { ask, BROKER_MODES, sleep, startHarness, type Harness } from '../helpers/harness.js';
+import { waitUntil } from '../helpers/wait.js';
 
 describe.each(BROKER_MODES)('request path (device → %s broker → bridge → upstream → reply)', (mode) => {
   let h: Harness;
@@ -126,6 +127,39 @@ describe('dispatch', () => {
       await Promise.all(ids.map((id) => device.publish('normal', ask(id))));
       for (const id of ids) expect((await device.reply(id, { timeoutMs: 5000 }))[0]).toMatchObject({ id, ok: true });
       expect(harness.upstream.requests).toHaveLength(12);
+    } finally {
+      await harness.close();
+    }
+  });
+});
+
+describe('slots', () => {
+  it('never starts more than MAX_CONCURRENCY jobs, even while a claim is on its way back', async () => {
+    // Claims whose answer takes 300 ms to come back, as from a distant Redis: an admission
+    // arriving meanwhile must not take the slot that claim is about to fill.
+    const store = new MemoryStore();
+    const claim = store.claim.bind(store);
+    store.claim = async (...args) => {
+      const result = await claim(...args);
+      if (result.jobs.length > 0) await sleep(300);
+      return result;
+    };
+    const harness = await startHarness({ MAX_CONCURRENCY: '2' }, { latencyMs: 2000 }, store);
+    try {
+      const device = await harness.device('cam-slots');
+      harness.upstream.script({ delayMs: 200 }); // `a` ends first, freeing one slot
+      for (const id of ['a', 'b']) await device.publish('normal', ask(id)); // each claimed along
+      await device.publish('normal', ask('c')); // no free slot: queued
+      await device.publish('normal', ask('d', 'q', { ttl_ms: 700 })); // waits for `b`: expires
+      // `a` ended: the pump claims `c` for its slot, and that claim is on its way back when
+      // `e` arrives. Taking that slot too, `e`'s admission would start `d` as a third job.
+      expect(await waitUntil(() => harness.upstream.requests[0]?.answeredAt !== undefined, 5000)).toBe(true);
+      await sleep(50);
+      await device.publish('normal', ask('e'));
+      expect((await device.reply('d', { timeoutMs: 5000 }))[0]).toMatchObject({ id: 'd', ok: false, error: { code: 'expired' } });
+      for (const id of ['a', 'b', 'c', 'e']) expect((await device.reply(id, { timeoutMs: 10_000 }))[0]).toMatchObject({ id, ok: true });
+      const asked = harness.upstream.requests.map((r) => JSON.stringify(r.body));
+      expect(asked.some((b) => b.includes('question d'))).toBe(false);
     } finally {
       await harness.close();
     }

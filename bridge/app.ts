@@ -14,7 +14,16 @@ import type { Logger } from './logger.js';
 import { openEmbedded } from './mqtt/embedded.js';
 import { openExternal } from './mqtt/external.js';
 import type { MqttPort } from './mqtt/port.js';
-import { startAdmin, type AdminServer } from './ops/admin.js';
+import { startAdmin, type AdminServer, type Readiness } from './ops/admin.js';
+import { dashboardApi, localDevices } from './ops/dashboard/api.js';
+import { Dashboard, DEFAULT_TICK_MS } from './ops/dashboard/dashboard.js';
+import { FleetSearch } from './ops/dashboard/fleet-search.js';
+import type { DashboardApi } from './ops/dashboard/http.js';
+import type { DeviceView } from './ops/dashboard/model.js';
+import { DashboardRecorder } from './ops/dashboard/recorder.js';
+import { redisKeys } from './store/redis-keys.js';
+import { isLoopback } from './config/config.js';
+import { VERSION } from './version.js';
 import { adminApi } from './ops/admin-api.js';
 import { BridgeMetrics } from './ops/metrics.js';
 import { readiness } from './ops/readiness.js';
@@ -46,6 +55,8 @@ export interface RunningBridge {
 export interface BridgeOptions {
   /** How often bridge/{instanceId}/metrics is published (default 5000; tests use less). */
   metricsIntervalMs?: number;
+  /** How often the operator dashboard takes a point (default 2000; tests use less). */
+  dashboardTickMs?: number;
 }
 
 const DEFAULT_METRICS_INTERVAL_MS = 5000;
@@ -139,13 +150,14 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
   const { config, identity, log, closers, coordination, upstream, mqtt } = core;
   const { store } = coordination;
   let stopping = false;
+  const recorder = new DashboardRecorder(identity.instanceId);
   const metrics = new BridgeMetrics({
     queueDepth: () => store.queueDepth(),
     inFlight: (): number => scheduler.inFlight,
     providers: () => upstream.health(),
     connectedClients: () => mqtt.clientCount(),
     refusals: () => mqtt.refusals(),
-  });
+  }, recorder);
   const streamSettings = { flushMs: config.streamFlushMs, flushBytes: config.streamFlushBytes, qos: config.streamQos };
   const results = new Results(mqtt.publish, metrics, Date.now, streamSettings);
   const shedder = buildShedder(core, metrics, () => scheduler);
@@ -161,7 +173,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     metrics,
     shedder,
   );
-  const admin = await openAdmin(core, metrics, scheduler, () => stopping);
+  const admin = await openAdmin(core, metrics, scheduler, () => stopping, { recorder, tickMs: options.dashboardTickMs ?? DEFAULT_TICK_MS });
   const status = new StatusTopics({
     ...identity,
     publish: mqtt.publish,
@@ -210,21 +222,27 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
   };
 }
 
-/** The admin HTTP: /healthz, /readyz, /metrics and the operator API. */
+/** The admin HTTP: /healthz, /readyz, /metrics, the operator API and the dashboard. */
 async function openAdmin(
-  { config, identity, log, closers, coordination, upstream, mqtt }: Core,
+  core: Core,
   metrics: BridgeMetrics,
   scheduler: Scheduler,
   stopping: () => boolean,
+  board: { recorder: DashboardRecorder; tickMs: number },
 ): Promise<AdminServer> {
+  const { config, identity, log, closers, coordination, upstream, mqtt } = core;
+  let httpPort = config.httpPort;
+  const ready = (port: number): Readiness =>
+    readiness({ instanceId: identity.instanceId, stopping, store: coordination, providers: () => upstream.health(), mqtt }, port);
+  const dashboard = await openDashboard(core, { ...board, readiness: () => ready(httpPort), inFlight: () => scheduler.inFlight });
   const admin = await startAdmin({
     host: config.httpHost,
     port: config.httpPort,
     adminToken: config.adminToken,
     logger: log.child({ module: 'admin' }),
     metrics,
-    readiness: (httpPort) =>
-      readiness({ instanceId: identity.instanceId, stopping, store: coordination, providers: () => upstream.health(), mqtt }, httpPort),
+    readiness: ready,
+    dashboard,
     api: adminApi({
       store: coordination.store,
       priorityOffsetsMs: config.priorityOffsetsMs,
@@ -233,7 +251,51 @@ async function openAdmin(
     }),
   });
   closers.push('admin', () => admin.close());
+  httpPort = admin.port;
   return admin;
+}
+
+/** The dashboard's ticks (closed after the admin HTTP, which serves them) and its data. */
+async function openDashboard(
+  { config, identity, log, closers, coordination, upstream, mqtt }: Core,
+  { recorder, tickMs, readiness, inFlight }: { recorder: DashboardRecorder; tickMs: number; readiness(): Readiness; inFlight(): number },
+): Promise<DashboardApi> {
+  const { instanceId } = identity;
+  const dashboard = new Dashboard({
+    instance: instanceId,
+    version: VERSION,
+    startedAt: Date.parse(identity.since),
+    store: coordination.store,
+    reports: coordination.reports,
+    recorder,
+    upstream,
+    readiness,
+    inFlight,
+    connectedClients: () => mqtt.clientCount(),
+    tickMs,
+    logger: log.child({ module: 'dashboard' }),
+  });
+  dashboard.start();
+  closers.push('dashboard', async () => dashboard.stop());
+  const clientIds = (): string[] => mqtt.clientIds();
+  let search: FleetSearch | undefined;
+  if (coordination.redis) {
+    const local = (query: string): DeviceView[] => localDevices({ recorder, clientIds, instance: instanceId }, query);
+    const channel = redisKeys(config.redisPrefix).deviceQuery;
+    search = await FleetSearch.open({ redis: coordination.redis, channel, instance: instanceId, local, instances: () => coordination.instances(), logger: log });
+    const opened = search;
+    closers.push('dashboard search', () => opened.close());
+  }
+  return dashboardApi({
+    dashboard,
+    store: coordination.store,
+    recorder,
+    instance: instanceId,
+    clientIds,
+    tokenSet: config.adminToken !== undefined,
+    loopback: isLoopback(config.httpHost),
+    ...(search ? { askFleet: (q: string) => (search as FleetSearch).ask(q) } : {}),
+  });
 }
 
 /** Load shedding at admission: event-loop delay, pending admissions and, when set, queue wait. */

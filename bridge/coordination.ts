@@ -8,6 +8,7 @@ import { ConfigError } from '../contract/index.js';
 import type { Config } from './config/config.js';
 import type { Logger } from './logger.js';
 import { checkRedisPolicy, checkRedisVersion } from './store/redis-check.js';
+import { MemoryReports, RedisReports, type InstanceReports } from './store/instance-reports.js';
 import { MemoryStore } from './store/memory.js';
 import { RedisStore, type RedisStoreOptions } from './store/redis.js';
 import { RedisHealth } from './store/redis-health.js';
@@ -23,6 +24,8 @@ export interface Coordination {
   redis?: Redis | undefined;
   /** False while Redis is out of reach. */
   healthy(): boolean;
+  /** Each instance's latest operator-dashboard report. */
+  reports: InstanceReports;
   /** Bridge instances sharing this queue, this one included; undefined when unknown. */
   instances(): number | undefined;
   /** Closes what the broker does not (the broker closes the plugins). */
@@ -33,7 +36,7 @@ const CONNECT_TIMEOUT_MS = 10_000;
 
 /** One instance on an in-process store (no REDIS_URL, or a store a test supplies). */
 export function memoryCoordination(store: Store): Coordination {
-  return { kind: 'memory', store, plugins: undefined, healthy: () => true, instances: () => 1, close: async () => {} };
+  return { kind: 'memory', store, plugins: undefined, reports: new MemoryReports(), healthy: () => true, instances: () => 1, close: async () => {} };
 }
 
 export async function openCoordination(
@@ -80,6 +83,7 @@ export async function openCoordination(
     store,
     plugins,
     redis,
+    reports: new RedisReports(redis, redisKeys(config.redisPrefix).reports),
     healthy: () => health.healthy(),
     instances: () => presence.instances,
     async close() {

@@ -7,12 +7,16 @@
 //   DELETE /v1/dlq                          purge the dead-letter list
 //   GET    /v1/usage?hours=N                tokens and cost of the last N hours (default 24, at most 192)
 //   GET    /v1/devices                      MQTT clients connected to this instance, by device
+// The operator dashboard: the page at / and /dashboard/ (dashboard/http.ts); its data under
+// /dashboard/api/ is open without a token only while ADMIN_TOKEN is unset and HTTP_HOST is
+// loopback; its actions are the /v1/ routes above.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { listen } from '../../broker/broker.js';
 import type { Logger } from '../logger.js';
 import { HttpError } from '../../contract/index.js';
 import { operatorApi, type AdminApi, type Only } from './admin-v1.js';
+import { isDashboardPath, sendAccess, serveApi, serveFile, type DashboardApi } from './dashboard/http.js';
 
 export { MAX_USAGE_HOURS, type AdminApi } from './admin-v1.js';
 
@@ -36,6 +40,8 @@ export interface AdminOptions {
   readiness(httpPort: number): Readiness;
   metrics: { readonly contentType: string; render(): Promise<string> };
   api: AdminApi;
+  /** The dashboard's data; undefined: no dashboard (404). */
+  dashboard?: DashboardApi | undefined;
   logger: Logger;
 }
 
@@ -103,11 +109,30 @@ async function route(admin: Admin, req: IncomingMessage, res: ServerResponse): P
     only('GET', 'HEAD');
     return endpoint(admin, res);
   }
+  if (isDashboardPath(path)) return dashboard(admin, req, res, url, only);
   if (path === '/v1' || path.startsWith('/v1/')) {
     checkToken(admin, req);
     return sendJson(res, 200, await operatorApi(admin.options.api, path, url.searchParams, method, only));
   }
   throw new HttpError(404, 'not found');
+}
+
+async function dashboard(admin: Admin, req: IncomingMessage, res: ServerResponse, url: URL, only: Only): Promise<void> {
+  const api = admin.options.dashboard;
+  if (!api) throw new HttpError(404, 'not found');
+  const path = url.pathname;
+  if (path === '/dashboard/api/access') {
+    only('GET');
+    return sendAccess(api.access, res);
+  }
+  if (path.startsWith('/dashboard/api/')) {
+    only('GET');
+    if (admin.expectedToken) checkToken(admin, req);
+    else if (!api.access.open) throw new HttpError(403, 'set ADMIN_TOKEN to see the dashboard from another host than this one');
+    return serveApi(api, path, url.searchParams, req, res);
+  }
+  only('GET', 'HEAD');
+  serveFile(path, res);
 }
 
 /** /v1 is not found without ADMIN_TOKEN, and unauthorized without the right bearer token. */

@@ -24,6 +24,7 @@ import {
   type PriorityLabel,
 } from './metrics-common.js';
 import { registerOverload, registerRequests, registerWork, type OverloadMetrics, type RequestMetrics, type WorkMetrics } from './metrics-observed.js';
+import type { DashboardRecorder } from './dashboard/recorder.js';
 import { registerBrokerState, registerWorkState } from './metrics-scraped.js';
 
 export { STORE_SCRAPE_TIMEOUT_MS, type MetricsSources } from './metrics-common.js';
@@ -63,7 +64,11 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
   private intervalErrors = 0;
   private intervalStart = Date.now();
 
-  constructor(private readonly sources: MetricsSources) {
+  constructor(
+    private readonly sources: MetricsSources,
+    /** The operator dashboard's view of the same replies and claims. */
+    private readonly dashboard?: DashboardRecorder,
+  ) {
     // Registration order is the order of /metrics.
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
@@ -84,7 +89,8 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
   }
 
   /** Every reply a device gets passes here (Results' observer). */
-  reply(reply: Reply): void {
+  reply(reply: Reply, deviceId: string): void {
+    this.dashboard?.reply(reply, deviceId);
     const priority: PriorityLabel = reply.priority ?? NO_PRIORITY;
     let outcome: Outcome;
     if (reply.ok) {
@@ -116,7 +122,9 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
   // --- SchedulerObserver -------------------------------------------------------------
 
   claimed(priority: Priority, arrivalMs: number, locked: boolean, claimedAt: number): void {
-    const waitS = Math.max(0, claimedAt - arrivalMs) / 1000;
+    const waitMs = Math.max(0, claimedAt - arrivalMs);
+    this.dashboard?.claimed(priority, waitMs);
+    const waitS = waitMs / 1000;
     this.requests.queueWait[priority].observe(waitS);
     if (locked) {
       this.work.lockGrants.inc();

@@ -23,7 +23,7 @@ export interface ReplyTarget {
 }
 
 export interface ReplyObserver {
-  reply(reply: Reply): void;
+  reply(reply: Reply, deviceId: string): void;
 }
 
 /** STREAM_FLUSH_MS, STREAM_FLUSH_BYTES and STREAM_QOS defaults. */
@@ -44,7 +44,7 @@ export class Results {
   }
 
   async send(target: ReplyTarget, reply: Reply): Promise<void> {
-    this.observer?.reply(reply);
+    this.observer?.reply(reply, target.deviceId);
     const { route } = target;
     const cbor = route?.format === 'cbor';
     const payload = cbor ? encodeCbor(reply) : Buffer.from(JSON.stringify(reply));

@@ -247,6 +247,10 @@ export class MemoryStore implements Store {
     return [...this.dlq];
   }
 
+  async deadLetterCount(): Promise<number> {
+    return this.dlq.length;
+  }
+
   async replayDeadLetters(keys: string[] | 'all', offsetsMs: Record<Priority, number>, now: number): Promise<number> {
     const chosen = this.dlq.filter((entry) => keys === 'all' || keys.includes(entry.job.key));
     for (const entry of chosen) {

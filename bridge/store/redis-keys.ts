@@ -24,8 +24,11 @@
 //                             or, until there is one, the coalescing flight: F<leader job key>|<lease end>
 //   {p}:usage:{hour}          hash  token and cost totals of one hour (by device, model, priority)
 //   {p}:breaker:{provider}    hash  the provider's circuit state, shared by every instance
+//   {p}:reports               hash  instance → its latest operator-dashboard report (instance-reports.ts)
 //   {p}:instances             pub/sub channel (not a key) every instance stays subscribed
 //                             to, so PUBSUB NUMSUB counts them (broker/presence.ts)
+//   {p}:dashboard:devices     pub/sub channel (not a key): an operator's device search, asked
+//                             of every instance; each answers on …:devices:{instance}
 //
 // lockId is the SHA-1 of the request's `lock`, so any lock string is safe inside members.
 import { createHash } from 'node:crypto';
@@ -58,6 +61,9 @@ export function redisKeys(prefix: string) {
     usage: (hour: string) => `${p}:usage:${hour}`,
     breaker: (provider: string) => `${p}:breaker:${provider}`,
     instances: `${p}:instances`,
+    reports: `${p}:reports`,
+    /** Pub/sub channel (not a key): the operator dashboard asks every instance about a device. */
+    deviceQuery: `${p}:dashboard:devices`,
     /** Keys 0.6 kept and this version no longer does, read once by RedisStore.upgrade. */
     legacy: ['jobs', 'attempts', 'place', 'owners', 'recorded', 'calls', 'calltokens', 'pause'].map((name) => `${p}:${name}`),
     /** Matches every key of the deployment (tests clean up with it). */

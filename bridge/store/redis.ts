@@ -251,6 +251,10 @@ export class RedisStore implements Store {
     return entries.map((e) => JSON.parse(e) as DeadLetter);
   }
 
+  async deadLetterCount(): Promise<number> {
+    return this.guard(this.redis.llen(this.keys.dlq));
+  }
+
   async replayDeadLetters(keys: string[] | 'all', offsetsMs: Record<Priority, number>, now: number): Promise<number> {
     const k = this.keys;
     const raw = await this.guard(this.redis.lrange(k.dlq, 0, -1));

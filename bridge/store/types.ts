@@ -272,6 +272,7 @@ export interface Store {
 
   queueDepth(): Promise<QueueDepth>;
   deadLetters(): Promise<DeadLetter[]>;
+  deadLetterCount(): Promise<number>;
 
   /**
    * Puts dead letters (those of `keys`, or all) back in the queue as new arrivals: fresh

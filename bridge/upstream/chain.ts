@@ -24,6 +24,7 @@
 // fails at once with upstream_error "no provider available (…)" and a retry_after_ms of the
 // earliest half-open time: it does not wait out a cool-down (a request's ttl_ms is usually
 // shorter, and its device is better told now).
+import type { AttemptCounts } from './attempt-stats.js';
 import type { Route } from '../config/config-file.js';
 import type { Priority, RequestKind } from '../../contract/index.js';
 import type { Logger } from '../logger.js';
@@ -156,6 +157,11 @@ export class ProviderChain {
       available: breaker?.mayAdmit(now) ?? true,
       keys: provider.keys.health(now),
     }));
+  }
+
+  /** Each provider's attempts since the last call (the operator dashboard takes them every tick). */
+  takeAttemptStats(): Array<{ name: string } & AttemptCounts> {
+    return this.members.map(({ provider }) => ({ name: provider.name, ...provider.stats.take() }));
   }
 
   /**

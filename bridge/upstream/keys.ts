@@ -9,6 +9,8 @@ export interface KeyRingHealth {
   cooling: number;
   /** Refused (401/403, exhausted quota): out of rotation for the life of the process. */
   revoked: number;
+  /** Each key by its short hash (never the key), in configuration order. */
+  list: Array<{ id: string; state: 'healthy' | 'cooling' | 'revoked' }>;
 }
 
 /**
@@ -94,15 +96,14 @@ export class KeyRing {
   }
 
   health(now: number): KeyRingHealth {
-    let healthy = 0;
-    let cooling = 0;
-    let revoked = 0;
-    for (let index = 0; index < this.entries.length; index += 1) {
-      if (this.revoked[index]) revoked += 1;
-      else if ((this.coolUntil[index] ?? 0) > now) cooling += 1;
-      else healthy += 1;
-    }
-    return { total: this.entries.length, healthy, cooling, revoked };
+    const list = this.entries.map((_, index) => ({ id: this.idOf(index), state: this.stateOf(index, now) }));
+    const count = (state: string): number => list.filter((k) => k.state === state).length;
+    return { total: list.length, healthy: count('healthy'), cooling: count('cooling'), revoked: count('revoked'), list };
+  }
+
+  private stateOf(index: number, now: number): 'healthy' | 'cooling' | 'revoked' {
+    if (this.revoked[index]) return 'revoked';
+    return (this.coolUntil[index] ?? 0) > now ? 'cooling' : 'healthy';
   }
 
   private usable(index: number, now: number): boolean {

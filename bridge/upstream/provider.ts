@@ -4,6 +4,7 @@
 import { Pool } from 'undici';
 import { BridgeError } from '../../contract/index.js';
 import { exchange } from './exchange.js';
+import { AttemptStats } from './attempt-stats.js';
 import { parseRetryAfterMs } from './backoff.js';
 import { KeyRing } from './keys.js';
 import { CHAT_SHAPE, parseAnswer, readError, truncate, type AnswerShape, type Completion } from './response.js';
@@ -61,6 +62,8 @@ export class Provider {
   readonly model: string | undefined;
   readonly timeoutMs: number;
   readonly keys: KeyRing;
+  /** Its attempts since the operator dashboard last looked. */
+  readonly stats = new AttemptStats();
   private readonly pool: Pool;
   private readonly paths: Record<AnswerShape['kind'], string>;
 
@@ -113,6 +116,20 @@ export class Provider {
     onText?: (text: string) => void,
   ): Promise<Outcome> {
     const started = performance.now();
+    const outcome = await this.exchangeOnce(payload, model, headers, outer, shape, started, onText);
+    this.stats.record(outcome.kind, performance.now() - started);
+    return outcome;
+  }
+
+  private async exchangeOnce(
+    payload: string,
+    model: string,
+    headers: Record<string, string>,
+    outer: AbortSignal | undefined,
+    shape: AnswerShape,
+    started: number,
+    onText?: (text: string) => void,
+  ): Promise<Outcome> {
     const reader = onText && shape.kind === 'chat' ? new StreamReader(onText) : undefined;
     if (reader) headers['accept'] = 'text/event-stream';
     const request = { path: this.paths[shape.kind], method: 'POST' as const, headers, body: payload };

@@ -82,6 +82,22 @@ async function login(options: Parameters<typeof connectTcp>[1], tls = false): Pr
 
 let readyPorts: Record<string, number> = {};
 
+/** The dashboard's event stream until its first tick (the providers' keys included, by hash). */
+async function dashboardEvents(): Promise<string> {
+  const res = await fetch(`http://127.0.0.1:${service!.httpPort}/dashboard/api/events`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const reader = res.body!.getReader();
+  let text = '';
+  const give = setTimeout(() => void reader.cancel(), 5000);
+  while (!text.includes('event: tick')) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += Buffer.from(value).toString();
+  }
+  clearTimeout(give);
+  await reader.cancel();
+  return text;
+}
+
 async function http(path: string, init: { method?: string; token?: string } = {}): Promise<{ status: number; text: string }> {
   const res = await fetch(`http://127.0.0.1:${service!.httpPort}${path}`, {
     method: init.method ?? 'GET',
@@ -220,6 +236,17 @@ describe('secrets', () => {
     expect((await http('/metrics')).status).toBe(200);
     expect((await http('/healthz')).status).toBe(200);
     expect((await http('/readyz')).status).toBe(200);
+
+    // The dashboard: its page and files, its data (token required: ADMIN_TOKEN is set) and events.
+    expect((await http('/dashboard/api/usage')).status).toBe(401);
+    for (const path of ['/', '/dashboard/app.js', '/dashboard/api/access']) expect((await http(path)).status).toBe(200);
+    for (const path of ['/dashboard/api/usage', '/dashboard/api/dlq', '/dashboard/api/dlq/cam-s1/dead-1', '/dashboard/api/devices?q=cam']) {
+      expect((await http(path, { token: ADMIN_TOKEN })).status).toBe(200);
+    }
+    const events = await dashboardEvents();
+    expect(events).toContain('event: tick');
+    expect(events).toContain('"provider":"primary"');
+    httpOut.push({ where: 'dashboard events', text: events });
 
     // The metrics topic comes every 5 s: wait for one snapshot.
     await waitFor('a bridge/+/metrics message', () => mqttOut.some((m) => /bridge\/[^/]+\/metrics$/.test(m.where)), 7000);

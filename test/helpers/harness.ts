@@ -2,7 +2,7 @@
 // embedded broker on a free TCP port or joined to a real Mosquitto of its own (`mode:
 // 'external'`), and gives tests MQTT devices (3.1.1 or 5) that talk to that broker over TCP.
 import mqtt, { type IPublishPacket, type MqttClient } from 'mqtt';
-import { startBridge, type RunningBridge } from '../../bridge/app.js';
+import { startBridge, type BridgeOptions, type RunningBridge } from '../../bridge/app.js';
 import { loadConfig } from '../../bridge/config/config.js';
 import { ReplySchema, topics, type OkReply, type Priority, type Reply } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
@@ -34,6 +34,8 @@ export interface HarnessOptions {
   upstream?: UpstreamSim;
   /** Default `embedded`; `external` starts a Mosquitto and points BROKER_URL at it. */
   mode?: BrokerMode;
+  /** startBridge's options (tick intervals). */
+  bridge?: BridgeOptions;
   /**
    * External mode: how that Mosquitto is set up (users, ACL…). With users, give the bridge its
    * own in `env` (BROKER_USERNAME, BROKER_PASSWORD).
@@ -56,7 +58,7 @@ export async function startHarness(
   const brokerEnv = mosquitto ? { BROKER_URL: mosquitto.url } : {};
   const config = loadConfig({ MQTT_PORT: '0', HTTP_PORT: '0', LOG_LEVEL: 'silent', OVERLOAD_DELAY_MS: '0', ...brokerEnv, ...env });
   const logger = createLogger(config.logLevel);
-  const bridge = await startBridge({ ...config, upstreamUrl: env.UPSTREAM_URL ?? upstream.url }, logger, store);
+  const bridge = await startBridge({ ...config, upstreamUrl: env.UPSTREAM_URL ?? upstream.url }, logger, store, options.bridge);
   const url = mosquitto?.url ?? `mqtt://127.0.0.1:${bridge.mqttPort}`;
   const devices: Device[] = [];
   return {

@@ -52,10 +52,12 @@ export function completionContract({ open }: ContractContext): void {
         await store.complete(job, errorReply(job, 'upstream_error'), { ttlS: 3600, deadLetter: true }, t + 20);
       }
       expect(ids((await store.deadLetters()).map((d) => d.job))).toEqual(['x', 'y', 'z']);
+      expect(await store.deadLetterCount()).toBe(3);
 
       const later = t + 10_000; // past the old ttl: a replay carries none
       expect(await store.replayDeadLetters([jobs[0]?.key as string, 'd1/unknown'], DEFAULT_PRIORITY_OFFSETS_MS, later)).toBe(1);
       expect(ids((await store.deadLetters()).map((d) => d.job))).toEqual(['y', 'z']);
+      expect(await store.deadLetterCount()).toBe(2);
       expect(await store.admit(jobs[0] as Job, LIMITS, later)).toEqual({ kind: 'duplicate_pending' });
       const { jobs: again, expired } = await store.claim(claimOpts(), later);
       expect(expired).toEqual([]);

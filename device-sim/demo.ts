@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // `npm run demo`: the service (with its bundled upstream simulator) on free ports, a fleet
-// of 50 devices at 100 requests/s for 15 s, the result table, then a clean stop.
+// of 50 devices at 100 requests/s for 15 s, the result table, then a clean stop. When a
+// bridge already runs here (`npm start`: its admin port answers), the devices go to it
+// instead, within its default upstream budget, so its dashboard shows them.
 // `npm run demo -- --providers`: the same against two simulated providers, the primary
 // failing 20% of its calls, with recurring questions; it also reports how many calls the
 // fallback served and how many the cache and coalescing saved.
@@ -22,7 +24,44 @@ const say = (line: string): void => {
   process.stderr.write(`demo: ${line}\n`);
 };
 
+/** The running bridge's request rate: within the default RATE_LIMIT_RPM (600/min). */
+const RUNNING_RATE = 8;
+const RUNNING_DURATION_S = 60;
+
+/** The MQTT URL of a bridge already running on this machine with an embedded broker, if any. */
+async function runningBridge(httpPort: string): Promise<string | undefined> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${httpPort}/readyz`, { signal: AbortSignal.timeout(1000) });
+    const body = (await res.json()) as { ports?: { mqtt?: number } };
+    return body.ports?.mqtt === undefined ? undefined : `mqtt://127.0.0.1:${body.ports.mqtt}`;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Load on the bridge `npm start` runs: its dashboard shows it. */
+async function onRunning(url: string, httpPort: string): Promise<number> {
+  say(`a bridge runs here: sending to it (${url}); watch it at http://127.0.0.1:${httpPort}/`);
+  say(`${DEVICES} devices, ${RUNNING_RATE} requests/s for ${RUNNING_DURATION_S} s (its default upstream budget is 600/min), mix ${MIX}`);
+  const report = await runFleet({
+    url,
+    devices: DEVICES,
+    rate: RUNNING_RATE,
+    durationS: RUNNING_DURATION_S,
+    mix: parseMix(MIX),
+    qos: 1,
+    prefix: 'demo',
+    replyTimeoutMs: 30_000,
+    onProgress: (line) => say(line),
+  });
+  process.stdout.write(`${formatTable(report)}\n`);
+  return report.overall.lost === 0 ? 0 : 1;
+}
+
 async function main(providers: boolean): Promise<number> {
+  const httpPort = process.env.HTTP_PORT ?? '9464';
+  const running = providers ? undefined : await runningBridge(httpPort);
+  if (running !== undefined) return onRunning(running, httpPort);
   const sims: UpstreamSim[] = [];
   // The demo sends 6000 requests/min; the default upstream budget (600/min) would queue them.
   const env: Record<string, string> = { RATE_LIMIT_RPM: '60000', LOG_LEVEL: 'info' };
@@ -37,7 +76,7 @@ async function main(providers: boolean): Promise<number> {
   }
   const service = await startServiceProcess(env);
   const url = `mqtt://127.0.0.1:${service.mqttPort}`;
-  say(`service up (MQTT ${url}, admin http://127.0.0.1:${service.httpPort}/readyz)`);
+  say(`service up (MQTT ${url}); watch it at http://127.0.0.1:${service.httpPort}/`);
   say(`${DEVICES} devices, ${RATE} requests/s for ${DURATION_S} s, mix ${MIX}${providers ? `, ${QUESTIONS} distinct questions` : ''}`);
   try {
     const report = await runFleet({

@@ -15,6 +15,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { listen } from '../../broker/broker.js';
 import type { Logger } from '../logger.js';
 import { HttpError } from '../../contract/index.js';
+import { isLoopback } from '../config/config.js';
 import { operatorApi, type AdminApi, type Only } from './admin-v1.js';
 import { isDashboardPath, sendAccess, serveApi, serveFile, type DashboardApi } from './dashboard/http.js';
 
@@ -129,10 +130,19 @@ async function dashboard(admin: Admin, req: IncomingMessage, res: ServerResponse
     only('GET');
     if (admin.expectedToken) checkToken(admin, req);
     else if (!api.access.open) throw new HttpError(403, 'set ADMIN_TOKEN to see the dashboard from another host than this one');
+    // Open reads answer only a page that names a loopback host: a site that rebinds its own
+    // name to 127.0.0.1 cannot read them from the operator's browser.
+    else if (!isLoopback(hostName(req.headers.host))) throw new HttpError(403, 'open the dashboard at http://127.0.0.1 (or localhost)');
     return serveApi(api, path, url.searchParams, req, res);
   }
   only('GET', 'HEAD');
   serveFile(path, res);
+}
+
+/** The Host header without its port (and an IPv6 address without its brackets). */
+function hostName(host: string | undefined): string {
+  const name = (host ?? '').replace(/:\d+$/, '');
+  return name.startsWith('[') && name.endsWith(']') ? name.slice(1, -1) : name;
 }
 
 /** /v1 is not found without ADMIN_TOKEN, and unauthorized without the right bearer token. */

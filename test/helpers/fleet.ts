@@ -2,7 +2,7 @@
 // broker and ports, all sharing ONE upstream simulator (so the test sees every upstream call
 // of the fleet in one place, with arrival and answer times).
 import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../upstream-sim/sim.js';
-import { startHarness, type Harness } from './harness.js';
+import { startHarness, type Harness, type HarnessOptions } from './harness.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from './redis.js';
 
 export interface Fleet {
@@ -23,6 +23,7 @@ export async function startFleet(
   size: number,
   env: Record<string, string> = {},
   sim: Partial<UpstreamSimOptions> = {},
+  harness: Omit<HarnessOptions, 'upstream'> = {},
 ): Promise<Fleet> {
   const prefix = uniquePrefix('fleet');
   const upstream = await startUpstreamSim({ port: 0, latencyMs: 5, ...sim });
@@ -34,7 +35,7 @@ export async function startFleet(
     upstream,
     instances,
     async add(extra = {}) {
-      const h = await startHarness({ ...fleetEnv, ...extra }, {}, undefined, { upstream });
+      const h = await startHarness({ ...fleetEnv, ...extra }, {}, undefined, { ...harness, upstream });
       instances.push(h);
       return h;
     },

@@ -58,8 +58,9 @@ export class Dashboard {
     this.listeners.clear();
   }
 
+  /** The points before the latest tick's, which follows the history at once (openEvents). */
   history(): HistoryEvent {
-    return { tickMs: this.sources.tickMs, points: [...this.points] };
+    return { tickMs: this.sources.tickMs, points: this.points.slice(0, -1) };
   }
 
   /** The last tick's event, so a page that opens between ticks has its tables at once. */
@@ -102,7 +103,7 @@ export class Dashboard {
     ]);
     // Without the store this instance still shows itself.
     const fleet = live === null ? [report] : live.map((text) => JSON.parse(text) as InstanceReport);
-    return { ...fleetView(fleet, depth, now), deadLetters: deadLetters ?? 0 };
+    return { ...fleetView(fleet, depth, now, report.intervalMs / 1000), deadLetters: deadLetters ?? 0 };
   }
 
   private instanceView(now: number): InstanceView {

@@ -39,11 +39,18 @@ export class FleetSearch {
   ) {}
 
   static async open(options: FleetSearchOptions): Promise<FleetSearch> {
-    const subscriber = options.redis.duplicate({ connectionName: `${options.channel}:${options.instance}` });
+    // ioredis subscribes again by itself after a reconnection.
+    const subscriber = options.redis.duplicate({ connectionName: `${options.channel}:${options.instance}`, lazyConnect: true });
     const search = new FleetSearch(options, subscriber);
     subscriber.on('message', (channel: string, message: string) => search.onMessage(channel, message));
     subscriber.on('error', (err: Error) => options.logger.debug({ err }, 'dashboard search connection error'));
-    await subscriber.subscribe(options.channel, search.ownChannel);
+    try {
+      await subscriber.connect();
+      await subscriber.subscribe(options.channel, search.ownChannel);
+    } catch (err) {
+      subscriber.disconnect();
+      throw err;
+    }
     return search;
   }
 

@@ -66,7 +66,8 @@ export interface FleetView {
   providers: ProviderView[];
 }
 
-export function fleetView(reports: InstanceReport[], depth: QueueDepth | null, now: number): FleetView {
+/** `seconds`: the interval of the asking instance's own report. */
+export function fleetView(reports: InstanceReport[], depth: QueueDepth | null, now: number, seconds: number): FleetView {
   const perS = (report: InstanceReport, n: number): number => (n * 1000) / report.intervalMs;
   const sum = (f: (r: InstanceReport) => number): number => round(reports.reduce((total, r) => total + f(r), 0));
   const outcomes: Point['outcomes'] = {};
@@ -75,6 +76,7 @@ export function fleetView(reports: InstanceReport[], depth: QueueDepth | null, n
   }
   const point: Point = {
     t: now,
+    seconds: round(seconds),
     rps: mapPriorities((p) => sum((r) => perS(r, r.replies[p]))),
     outcomes,
     depth,

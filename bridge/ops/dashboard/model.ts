@@ -10,6 +10,8 @@ export type Percentiles = { p50: number; p99: number } | null;
 export interface Point {
   /** Epoch ms at the end of the tick. */
   t: number;
+  /** The seconds the rates cover (about a tick). */
+  seconds: number;
   /** Replies per second, by priority. */
   rps: Record<Priority, number>;
   /** Replies per second, by outcome: `ok`, `cached`, or an error code. */
@@ -68,7 +70,7 @@ export interface TickEvent {
   deadLetters: number;
 }
 
-/** Sent once, first, on every connection of /dashboard/api/events. */
+/** Sent once, first, on every connection of /dashboard/api/events; the latest tick follows it at once. */
 export interface HistoryEvent {
   tickMs: number;
   /** Oldest first; up to 15 minutes. */

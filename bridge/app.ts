@@ -14,7 +14,7 @@ import type { Logger } from './logger.js';
 import { openEmbedded } from './mqtt/embedded.js';
 import { openExternal } from './mqtt/external.js';
 import type { MqttPort } from './mqtt/port.js';
-import { startAdmin, type AdminServer, type Readiness } from './ops/admin.js';
+import { startAdmin, type AdminServer } from './ops/admin.js';
 import { dashboardApi, localDevices } from './ops/dashboard/api.js';
 import { Dashboard, DEFAULT_TICK_MS } from './ops/dashboard/dashboard.js';
 import { FleetSearch } from './ops/dashboard/fleet-search.js';
@@ -26,7 +26,7 @@ import { isLoopback } from './config/config.js';
 import { VERSION } from './version.js';
 import { adminApi } from './ops/admin-api.js';
 import { BridgeMetrics } from './ops/metrics.js';
-import { readiness } from './ops/readiness.js';
+import { readiness, type ReadinessState } from './ops/readiness.js';
 import { statusMessage, StatusTopics } from './ops/status.js';
 import { answerQueuedOnShutdown } from './recovery/shutdown-drain.js';
 import { reloadTemplates, Templates } from './intake/templates.js';
@@ -232,7 +232,7 @@ async function openAdmin(
 ): Promise<AdminServer> {
   const { config, identity, log, closers, coordination, upstream, mqtt } = core;
   let httpPort = config.httpPort;
-  const ready = (port: number): Readiness =>
+  const ready = (port: number): ReadinessState =>
     readiness({ instanceId: identity.instanceId, stopping, store: coordination, providers: () => upstream.health(), mqtt }, port);
   const dashboard = await openDashboard(core, { ...board, readiness: () => ready(httpPort), inFlight: () => scheduler.inFlight });
   const admin = await startAdmin({
@@ -258,7 +258,7 @@ async function openAdmin(
 /** The dashboard's ticks (closed after the admin HTTP, which serves them) and its data. */
 async function openDashboard(
   { config, identity, log, closers, coordination, upstream, mqtt }: Core,
-  { recorder, tickMs, readiness, inFlight }: { recorder: DashboardRecorder; tickMs: number; readiness(): Readiness; inFlight(): number },
+  { recorder, tickMs, readiness, inFlight }: { recorder: DashboardRecorder; tickMs: number; readiness(): ReadinessState; inFlight(): number },
 ): Promise<DashboardApi> {
   const { instanceId } = identity;
   const dashboard = new Dashboard({
@@ -278,14 +278,12 @@ async function openDashboard(
   dashboard.start();
   closers.push('dashboard', async () => dashboard.stop());
   const clientIds = (): string[] => mqtt.clientIds();
-  let search: FleetSearch | undefined;
-  if (coordination.redis) {
-    const local = (query: string): DeviceView[] => localDevices({ recorder, clientIds, instance: instanceId }, query);
-    const channel = redisKeys(config.redisPrefix).deviceQuery;
-    search = await FleetSearch.open({ redis: coordination.redis, channel, instance: instanceId, local, instances: () => coordination.instances(), logger: log });
-    const opened = search;
-    closers.push('dashboard search', () => opened.close());
-  }
+  const local = (query: string): DeviceView[] => localDevices({ recorder, clientIds, instance: instanceId }, query);
+  const { redis } = coordination;
+  const search = redis
+    ? await FleetSearch.open({ redis, channel: redisKeys(config.redisPrefix).deviceQuery, instance: instanceId, local, instances: () => coordination.instances(), logger: log })
+    : undefined;
+  if (search) closers.push('dashboard search', () => search.close());
   return dashboardApi({
     dashboard,
     store: coordination.store,
@@ -294,7 +292,7 @@ async function openDashboard(
     clientIds,
     tokenSet: config.adminToken !== undefined,
     loopback: isLoopback(config.httpHost),
-    ...(search ? { askFleet: (q: string) => (search as FleetSearch).ask(q) } : {}),
+    ...(search ? { askFleet: (q: string) => search.ask(q) } : {}),
   });
 }
 

@@ -11,7 +11,9 @@ export interface ReadinessSources {
   mqtt: { readonly mode: 'embedded' | 'external'; connected(): boolean; readonly ports: { mqtt?: number; mqttTls?: number; mqttWs?: number } };
 }
 
-export function readiness(sources: ReadinessSources, httpPort: number): Readiness {
+export type ReadinessState = ReturnType<typeof readiness>;
+
+export function readiness(sources: ReadinessSources, httpPort: number) {
   const { mqtt, store } = sources;
   const stopping = sources.stopping();
   const storeReachable = store.healthy();
@@ -31,5 +33,5 @@ export function readiness(sources: ReadinessSources, httpPort: number): Readines
     ports: { ...mqtt.ports, http: httpPort },
     instance: sources.instanceId,
     version: VERSION,
-  };
+  } satisfies Readiness;
 }

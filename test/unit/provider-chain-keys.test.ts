@@ -30,7 +30,11 @@ describe('ProviderChain: keys', () => {
     expect(byStatus['401']).toBe(1);
     expect(byKey['…1111']).toBeGreaterThanOrEqual(11);
     expect(byKey['…3333']).toBeGreaterThanOrEqual(11);
-    expect(c.health()[0]?.keys).toEqual({ total: 3, healthy: 2, cooling: 0, revoked: 1 });
+    const keys = c.health()[0]?.keys;
+    expect(keys).toMatchObject({ total: 3, healthy: 2, cooling: 0, revoked: 1 });
+    // Each key by its short hash, never the key, in configuration order.
+    expect(keys?.list.map((k) => k.state)).toEqual(['healthy', 'revoked', 'healthy']);
+    expect(keys?.list.every((k) => /^[0-9a-f]{8}$/.test(k.id))).toBe(true);
   });
 
   it('logs a revoked key by its short hash, never the key', async () => {
@@ -72,7 +76,8 @@ describe('ProviderChain: keys', () => {
       'Bearer sk-a-aaaa',
       ...Array<string>(7).fill('Bearer sk-b-bbbb'),
     ]);
-    expect(c.health()[0]?.keys).toEqual({ total: 2, healthy: 1, cooling: 1, revoked: 0 });
+    expect(c.health()[0]?.keys).toMatchObject({ total: 2, healthy: 1, cooling: 1, revoked: 0 });
+    expect(c.health()[0]?.keys.list.map((k) => k.state)).toEqual(['cooling', 'healthy']);
   });
 
   it('moves to the fallback when the primary\'s only key is rate-limited, without pausing the fleet', async () => {

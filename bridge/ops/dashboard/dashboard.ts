@@ -6,7 +6,7 @@ import type { Logger } from '../../logger.js';
 import type { InstanceReports } from '../../store/instance-reports.js';
 import type { QueueDepth, Store } from '../../store/types.js';
 import type { ProviderChain } from '../../upstream/chain.js';
-import type { Readiness } from '../admin.js';
+import type { ReadinessState } from '../readiness.js';
 import { buildReport, fleetView, type InstanceReport } from './fleet.js';
 import type { HistoryEvent, InstanceView, Point, TickEvent } from './model.js';
 import type { DashboardRecorder } from './recorder.js';
@@ -26,7 +26,7 @@ export interface DashboardSources {
   reports: InstanceReports;
   recorder: DashboardRecorder;
   upstream: Pick<ProviderChain, 'health' | 'takeAttemptStats'>;
-  readiness(): Readiness;
+  readiness(): ReadinessState;
   inFlight(): number;
   connectedClients(): number;
   tickMs: number;
@@ -113,11 +113,11 @@ export class Dashboard {
       instance,
       version,
       startedAt,
-      broker: state.broker as InstanceView['broker'],
-      store: state.store as InstanceView['store'],
+      broker: state.broker,
+      store: state.store,
       connectedClients: this.sources.connectedClients(),
       inFlight: this.sources.inFlight(),
-      storeReachable: state.storeReachable === true,
+      storeReachable: state.storeReachable,
       ready: state.ready,
       notReady: notReadyReasons(state),
       seenAt: now,
@@ -125,13 +125,12 @@ export class Dashboard {
   }
 }
 
-function notReadyReasons(state: Readiness): string[] {
+function notReadyReasons(state: ReadinessState): string[] {
   const reasons: string[] = [];
-  if (state.listening === false) reasons.push('stopping');
-  if (state.storeReachable === false) reasons.push('store unreachable');
-  const providers = (state.providers ?? []) as Array<{ available: boolean }>;
-  if (!providers.some((p) => p.available)) reasons.push('no upstream provider available');
-  if (state.brokerConnected === false) reasons.push('broker not connected');
+  if (!state.listening) reasons.push('stopping');
+  if (!state.storeReachable) reasons.push('store unreachable');
+  if (!state.providers.some((p) => p.available)) reasons.push('no upstream provider available');
+  if (!state.brokerConnected) reasons.push('broker not connected');
   return reasons;
 }
 

@@ -6,6 +6,7 @@ import { PRIORITIES, topics, type Priority, type RequestHandler } from '../contr
 import { Closers } from './closers.js';
 import type { Config } from './config/config.js';
 import { upstreamSettings } from './config/config-file.js';
+import { weightOf } from './config/fair-share.js';
 import { memoryCoordination, openCoordination, type Coordination } from './coordination.js';
 import { IntakeGate } from './intake/gate.js';
 import { Intake } from './intake/intake.js';
@@ -331,5 +332,6 @@ function openIntake({ config, coordination, log }: Core, results: Results, shedd
     routeOf: (priority) => routes[priority],
     dispatch: scheduler,
     templates,
+    weightOf: (deviceId) => weightOf(config.file.weights, deviceId),
   });
 }

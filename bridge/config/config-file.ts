@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ConfigError, PRIORITIES, type ConfigProblem, type Priority } from '../../contract/index.js';
 import type { Config } from './config.js';
+import { WeightsSchema } from './fair-share.js';
 import { TemplatesSchema } from './templates.js';
 
 export const DEFAULT_EMBEDDING_MODEL = 'text-embedding-3-small';
@@ -68,6 +69,8 @@ export const ConfigFileSchema = z.strictObject({
   breaker: BreakerSchema.default({ consecutiveFailures: 5, errorRate: 0.5, windowMs: 30_000, minCalls: 20 }),
   /** Prompts a device names (`"template"`) instead of sending messages; re-read on SIGHUP. */
   templates: TemplatesSchema,
+  /** Fair share within a priority class: device id or `*` pattern → weight (default 1). */
+  weights: WeightsSchema,
 });
 
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

@@ -1,6 +1,7 @@
 // Intake: one PUBLISH on devices/{id}/infer/{priority} becomes a queued job or an error
 // reply. It runs inside the broker's authorizePublish, so the device's PUBACK is sent only
 // after admission returned: "acknowledged" means "admitted" (docs/CONTRACT.md).
+import { fairCharge } from '../config/fair-share.js';
 import type { Config } from '../config/config.js';
 import { cacheKeyOf, type CachePolicy } from './cache-key.js';
 import { decodeCbor, requireJsonShaped } from '../../contract/cbor.js';
@@ -57,6 +58,8 @@ export interface IntakeDeps {
   dispatch: Dispatch;
   /** CONFIG_FILE `templates`, which template requests are rendered with. */
   templates: Templates;
+  /** A device's fair-share weight (CONFIG_FILE `weights`; 1 by default). */
+  weightOf: (deviceId: string) => number;
   clock?: () => number;
 }
 
@@ -177,16 +180,17 @@ export class Intake {
     });
   }
 
-  private async admit(
-    target: ReplyTarget,
-    priority: Priority,
-    { request, template, image }: Pick<Job, 'request' | 'template' | 'image'>,
-    arrivalMs: number,
-    payloadBytes: number,
-  ): Promise<'queued' | 'cached' | 'duplicate'> {
+  /** The queued form of a valid request: its key, score, deadline and the estimates its claim is charged. */
+  private jobOf(target: ReplyTarget, priority: Priority, request: Job['request'], arrivalMs: number, payloadBytes: number): Job {
     const { deviceId } = target;
     const ttlDeadline = request.ttl_ms === undefined ? undefined : arrivalMs + request.ttl_ms;
-    const job: Job = {
+    const promptEstimate = Math.ceil(payloadBytes / 4);
+    // An embeddings answer has no completion tokens.
+    const completionEstimate = isEmbeddingRequest(request)
+      ? 0
+      : (request.max_completion_tokens ?? request.max_tokens ?? DEFAULT_COMPLETION_TOKENS) * (request.n ?? 1);
+    const weight = this.deps.weightOf(deviceId);
+    return {
       key: jobKey(deviceId, request.id),
       deviceId,
       id: request.id,
@@ -196,13 +200,25 @@ export class Intake {
       score: arrivalMs + this.config.priorityOffsetsMs[priority],
       deadlineMs: earliest(ttlDeadline, target.deadlineMs),
       route: target.route,
-      // An embeddings answer has no completion tokens.
-      tokenEstimate:
-        Math.ceil(payloadBytes / 4) +
-        (isEmbeddingRequest(request) ? 0 : (request.max_completion_tokens ?? request.max_tokens ?? DEFAULT_COMPLETION_TOKENS) * (request.n ?? 1)),
+      tokenEstimate: promptEstimate + completionEstimate,
       attempts: 0,
+      // Tokens in are charged when the call starts, tokens out once they are known (VTC's way):
+      // a max_tokens-sized guess at the output would make a device that waits look served.
+      fairCost: fairCharge(promptEstimate, 0, weight),
+      fairWeight: weight,
       cacheKey: cacheKeyOf(request, this.deps.cache, this.deps.routeOf(priority)),
     };
+  }
+
+  private async admit(
+    target: ReplyTarget,
+    priority: Priority,
+    { request, template, image }: Pick<Job, 'request' | 'template' | 'image'>,
+    arrivalMs: number,
+    payloadBytes: number,
+  ): Promise<'queued' | 'cached' | 'duplicate'> {
+    const job = this.jobOf(target, priority, request, arrivalMs, payloadBytes);
+    const { deviceId } = target;
     if (template !== undefined) job.template = template;
     if (image !== undefined) job.image = image;
     const limits = { deviceRpm: this.config.deviceRateLimitRpm, queueMax: this.config.queueMax };

@@ -12,6 +12,7 @@
 // published as it is (no upstream call, no new attempt) and completed. A crash between 2 and 3
 // therefore sends the same reply again, never another. While the store is out of reach, steps
 // 1 and 3 are retried (the job keeps its slot) until it is back or shutdown gives up on them.
+import { fairCharge } from '../config/fair-share.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Answer, BridgeError, type Reply, type Usage } from '../../contract/index.js';
 import type { Price } from '../config/config-file.js';
@@ -59,6 +60,8 @@ function pricedUsage(job: Job, model: string, usage: Usage, prices: Record<strin
   const costUsd = price ? (promptTokens * price.inputPerMillion + completionTokens * price.outputPerMillion) / 1e6 : 0;
   const record: UsageRecord = { deviceId: job.deviceId, model, priority: job.priority, promptTokens, completionTokens, costUsd };
   if (job.template !== undefined) record.template = job.template;
+  // Fair share: its claim charged the estimate; the counter gets the difference to the real use.
+  if (job.fairCost !== undefined) record.fairDelta = fairCharge(promptTokens, completionTokens, job.fairWeight ?? 1) - job.fairCost;
   return record;
 }
 

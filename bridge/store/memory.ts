@@ -1,6 +1,7 @@
 // In-process coordination for a single instance (no REDIS_URL). Every method does its
 // whole step synchronously, so each step is atomic just as a Lua script is in Redis.
 import { PRIORITIES, type Priority, type Reply } from '../../contract/index.js';
+import { ReadyQueue, type Queued } from './memory-queue.js';
 import { SlidingWindow } from './sliding-window.js';
 import { MemoryAnswers } from './memory-answers.js';
 import { DeadlineIndex, takeDue } from './memory-deadlines.js';
@@ -49,17 +50,11 @@ interface LockHolder {
 }
 
 /** Queue order: smallest score first, then first admitted. */
-interface Queued {
-  job: Job;
-  seq: number;
-}
-const before = (a: Queued, b: Queued): boolean => a.job.score < b.job.score || (a.job.score === b.job.score && a.seq < b.seq);
 
 export class MemoryStore implements Store {
   readonly durable = false;
 
-  /** Kept sorted with the next job LAST, so claiming is a pop. */
-  private readonly queue: Queued[] = [];
+  private readonly queue = new ReadyQueue();
   private seq = 0;
   private readonly records = new Map<string, Record_>();
   private readonly deviceWindows = new Map<string, SlidingWindow>();
@@ -115,11 +110,11 @@ export class MemoryStore implements Store {
     if (this.pausedUntil > now) return { jobs, expired, retryAtMs: this.pausedUntil };
 
     while (jobs.length < options.max) {
-      const next = this.queue.at(-1);
+      const next = this.queue.next();
       if (!next) break;
       const { job } = next;
       if (job.deadlineMs !== undefined && job.deadlineMs <= now) {
-        this.queue.pop();
+        this.queue.remove(next);
         expired.push(this.asExpired(job));
         continue;
       }
@@ -131,7 +126,7 @@ export class MemoryStore implements Store {
         continue;
       }
       if (lock !== undefined && this.locks.has(lock)) {
-        this.queue.pop();
+        this.queue.remove(next);
         this.park(lock, next);
         continue;
       }
@@ -140,7 +135,8 @@ export class MemoryStore implements Store {
         retryAtMs = take.retryAtMs;
         break;
       }
-      this.queue.pop();
+      this.queue.remove(next);
+      this.queue.charge(job.priority, job.deviceId, job.fairCost ?? 0);
       let fence: number | undefined;
       if (lock !== undefined) {
         fence = (this.fences.get(lock) ?? 0) + 1;
@@ -224,8 +220,7 @@ export class MemoryStore implements Store {
   }
 
   async drain(): Promise<Job[]> {
-    const all = [...this.queue.reverse(), ...[...this.parked.values()].flat()].map((q) => q.job);
-    this.queue.length = 0;
+    const all = [...this.queue.takeAll(), ...[...this.parked.values()].flat()].map((q) => q.job);
     this.parked.clear();
     for (const job of all) this.records.delete(job.key);
     return all;
@@ -238,7 +233,7 @@ export class MemoryStore implements Store {
 
   async queueDepth(): Promise<QueueDepth> {
     const depth = Object.fromEntries(PRIORITIES.map((p) => [p, 0])) as QueueDepth;
-    for (const q of this.queue) depth[q.job.priority] += 1;
+    for (const q of this.queue.values()) depth[q.job.priority] += 1;
     for (const list of this.parked.values()) for (const q of list) depth[q.job.priority] += 1;
     return depth;
   }
@@ -296,6 +291,7 @@ export class MemoryStore implements Store {
 
   async recordUsage(record: UsageRecord, now: number): Promise<void> {
     this.answers.recordUsage(record, now);
+    if (record.fairDelta) this.queue.charge(record.priority, record.deviceId, record.fairDelta);
   }
 
   async usage(fromMs: number, toMs: number): Promise<UsageReport> {
@@ -322,15 +318,7 @@ export class MemoryStore implements Store {
 
   private enqueue(item: Queued): void {
     if (item.job.deadlineMs !== undefined) this.deadlines.add(item.job.key, item.job.deadlineMs);
-    // Binary search for the insertion point in a list sorted with the next job last.
-    let lo = 0;
-    let hi = this.queue.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (before(this.queue[mid] as Queued, item)) hi = mid;
-      else lo = mid + 1;
-    }
-    this.queue.splice(lo, 0, item);
+    this.queue.add(item);
   }
 
   private park(lock: string, item: Queued): void {

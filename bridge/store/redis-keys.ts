@@ -24,6 +24,9 @@
 //                             or, until there is one, the coalescing flight: F<leader job key>|<lease end>
 //   {p}:usage:{hour}          hash  token and cost totals of one hour (by device, model, priority)
 //   {p}:breaker:{provider}    hash  the provider's circuit state, shared by every instance
+//   {p}:class:{priority}      zset  the class's waiting jobs: queue member → score (fair share, lua/includes/fair.lua)
+//   {p}:lane:{priority}:{deviceId}  zset  one device's waiting jobs of the class: queue member → score
+//   {p}:fair:{priority}       zset  a marker per waiting device (next job's score|seq|device) → its service counter
 //   {p}:reports               hash  instance → its latest operator-dashboard report (instance-reports.ts)
 //   {p}:instances             pub/sub channel (not a key) every instance stays subscribed
 //                             to, so PUBSUB NUMSUB counts them (broker/presence.ts)

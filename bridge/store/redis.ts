@@ -107,6 +107,7 @@ export class RedisStore implements Store {
       now,
       job.cacheKey === undefined ? '0' : '1',
       this.health?.admitCutoff() ?? '',
+      job.fairCost ?? 0,
     ];
     if (claim) {
       args.push(claim.owner, claim.max, claim.leaseMs, claim.rpm, claim.tpm ?? '');

@@ -23,6 +23,13 @@ export interface Job {
   /** Upstream attempts already spent by earlier holders whose lease expired. */
   attempts: number;
   /**
+   * Fair share: what its claim charges its device's counter in its class (its estimated tokens
+   * in, over the device's weight); the usage adds 2 × tokens out later. Absent counts 0.
+   */
+  fairCost?: number | undefined;
+  /** The device's weight when it was admitted, so the charge is corrected on the same scale. */
+  fairWeight?: number | undefined;
+  /**
    * SHA-256 of the canonical request when it may be answered from the cache and share an
    * in-flight call with identical requests; undefined for `cache: false` and the like.
    */
@@ -153,6 +160,11 @@ export interface UsageRecord {
   promptTokens: number;
   completionTokens: number;
   costUsd: number;
+  /**
+   * Fair share: the real charge minus the estimate its claim charged, added to the device's
+   * counter in the class while it is still waiting there.
+   */
+  fairDelta?: number | undefined;
 }
 
 export interface UsageReport {

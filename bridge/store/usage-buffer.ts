@@ -25,6 +25,7 @@ export class UsageBuffer {
     addTo(amounts, `${base}p`, record.promptTokens);
     addTo(amounts, `${base}c`, record.completionTokens);
     if (record.costUsd !== 0) addTo(amounts, `${base}usd`, record.costUsd);
+    if (record.fairDelta) addTo(amounts, `\tf\t${record.priority}\t${record.deviceId}`, record.fairDelta);
     if (record.template !== undefined) {
       const byTemplate = `t\t${record.template}\t`;
       addTo(amounts, `${byTemplate}r`, 1);

@@ -11,6 +11,7 @@ import type { Store } from '../../bridge/store/types.js';
 import { admissionContract, claimAlongContract, deviceQuotaContract, queueMaxContract } from './contract/admission.js';
 import { cacheContract } from './contract/cache.js';
 import { completionContract } from './contract/completion.js';
+import { fairnessContract } from './contract/fairness.js';
 import type { ContractContext } from './contract/fixtures.js';
 import { leasesContract } from './contract/leases.js';
 import { locksContract } from './contract/locks.js';
@@ -36,6 +37,7 @@ const PARTS: ((ctx: ContractContext) => void)[] = [
   queueMaxContract,
   claimAlongContract,
   claimOrderContract,
+  fairnessContract,
   locksContract,
   rateLimitsContract,
   expiryContract,

@@ -8,8 +8,9 @@ ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] job key  ARGV[3] job JSON  A
 ARGV[5] deadline ms or ''  ARGV[6] priority  ARGV[7] lockId or '-'  ARGV[8] token estimate
 ARGV[9] device requests per minute  ARGV[10] QUEUE_MAX  ARGV[11] now ms  ARGV[12] '1' when a cache key follows
 ARGV[13] cutoff: Redis time (ms) after which the admission is refused unseen, or ''
-ARGV[14] claim owner, or '' for no claim; then ARGV[15] max jobs  ARGV[16] lease ms
-ARGV[17] rpm  ARGV[18] tpm or ''
+ARGV[14] the job's fair-share cost (includes/fair.lua)
+ARGV[15] claim owner, or '' for no claim; then ARGV[16] max jobs  ARGV[17] lease ms
+ARGV[18] rpm  ARGV[19] tpm or ''
 Returns {'queued'} | {'queued', claimed, expired, retryAt, lead kind, lead value} (with a
 claim; claimed/expired/retryAt as claim.lua's; the lead is '', '' unless the admitted job was
 claimed and has a cache key: 'leader', the leader's job key) | {'duplicate_pending'} |
@@ -22,6 +23,7 @@ round trip; nothing is recorded for it (admit-answered does that).
 --- @include "window"
 --- @include "records"
 --- @include "admission"
+--- @include "fair"
 --- @include "queue"
 --- @include "cache"
 --- @include "flight"
@@ -30,8 +32,8 @@ round trip; nothing is recorded for it (admit-answered does that).
 local key, data, score, deadline = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local now, kRecord, kCache = tonumber(ARGV[11]), KEYS[1], ARGV[12] == '1' and KEYS[3]
 if tooLate(ARGV[13]) then return {'late'} end
-local owner, leaseMs = ARGV[14], tonumber(ARGV[16])
-local rpm, tpm = tonumber(ARGV[17]), tonumber(ARGV[18])
+local owner, leaseMs = ARGV[15], tonumber(ARGV[17])
+local rpm, tpm = tonumber(ARGV[18]), tonumber(ARGV[19])
 local refused, quota = screen(kRecord, KEYS[2], tonumber(ARGV[9]), now)
 if refused then return refused end
 local waiting = 0
@@ -69,10 +71,10 @@ if budget then
   rcall('ZADD', K.leases, now + leaseMs, key)
   claimed, expired, retryAt, keys = {data, '0', '', closeWindow(budget)[1], ''}, {}, '', {key}
 else
-  writeJob(kRecord, 'j', data, 't', deadline)
+  writeJob(kRecord, 'j', data, 't', deadline, 'c', ARGV[14])
   enqueue(score, deadline, member(rcall('INCR', K.seq)))
   if owner == '' then return {'queued'} end
-  claimed, expired, retryAt, keys = claimJobs(owner, tonumber(ARGV[15]), leaseMs, rpm, tpm, now)
+  claimed, expired, retryAt, keys = claimJobs(owner, tonumber(ARGV[16]), leaseMs, rpm, tpm, now)
 end
 local leadKind, leadValue = '', ''
 if kCache then

@@ -10,6 +10,7 @@ Returns {claimed, expired, retryAt or ''} (includes/claiming.lua)
 --- @include "window"
 --- @include "records"
 --- @include "admission"
+--- @include "fair"
 --- @include "queue"
 --- @include "claiming"
 

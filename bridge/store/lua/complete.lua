@@ -12,6 +12,7 @@ ARGV[10] '1' = end this job's coalescing flight (the same key as the cache entry
 --- @include "keys"
 --- @include "members"
 --- @include "records"
+--- @include "fair"
 --- @include "queue"
 --- @include "flight"
 

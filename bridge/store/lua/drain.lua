@@ -1,15 +1,18 @@
 --[[ drain: removes and returns every queued and parked job, and forgets their records (so a
-repeat after the shutdown is admitted afresh).
+repeat after the shutdown is admitted afresh) and the fair-share lanes and counters.
 KEYS[1] the queue (routes the call; includes/keys.lua)
 ARGV[1] the key prefix (includes/keys.lua)
 Returns flat {jobJSON, attempts}...
 ]]
 --- @include "keys"
 --- @include "members"
+--- @include "fair"
 
 local out = {}
+local lanes = {}
 local function take(member)
-  local _, _, _, _, key = parseMember(member)
+  local _, prio, _, _, key = parseMember(member)
+  lanes[laneKey(prio, deviceOf(key))] = true
   local v = rcall('HMGET', rec(key), 'j', 'a')
   out[#out + 1] = v[1]
   out[#out + 1] = v[2] or '0'
@@ -22,4 +25,6 @@ for _, parked in ipairs(rcall('ZRANGE', K.parked, 0, -1)) do
   take(member)
 end
 rcall('DEL', K.queue, K.parked, K.depth)
+for lane in pairs(lanes) do rcall('DEL', lane) end
+for _, prio in ipairs(PRIORITIES) do rcall('DEL', fairKey(prio), classKey(prio)) end
 return out

@@ -9,6 +9,7 @@ Returns flat {jobJSON, attempts}... of the exhausted jobs.
 --- @include "keys"
 --- @include "members"
 --- @include "records"
+--- @include "fair"
 --- @include "queue"
 
 local exhausted = {}

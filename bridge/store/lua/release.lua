@@ -5,6 +5,7 @@ ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] owner  ARGV[3..] job keys
 --- @include "keys"
 --- @include "members"
 --- @include "records"
+--- @include "fair"
 --- @include "queue"
 
 for i = 3, #ARGV do

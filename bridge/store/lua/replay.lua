@@ -7,6 +7,7 @@ Returns how many entries were replayed (an entry already gone from the list is s
 --- @include "keys"
 --- @include "members"
 --- @include "records"
+--- @include "fair"
 --- @include "queue"
 
 local replayed = 0

@@ -1,9 +1,10 @@
--- Needs keys, members and records.
+-- Needs keys, members, fair and records.
 
 -- Puts a job (back) in the ready queue at its score.
 local function enqueue(score, deadline, member)
   local _, prio, _, _, key = parseMember(member)
   rcall('ZADD', K.queue, score, member)
+  laneAdd(score, member)
   rcall('HSET', rec(key), 'w', 'q' .. member)
   if deadline ~= '' then rcall('ZADD', K.deadlines, deadline, key) end
   rcall('HINCRBY', K.depth, prio, 1)
@@ -19,6 +20,7 @@ local function unlock(lockId, key)
     local score, member = unparkMember(nextParked)
     local _, _, _, _, nextKey = parseMember(member)
     rcall('ZADD', K.queue, score, member)
+    laneAdd(score, member)
     rcall('HSET', rec(nextKey), 'w', 'q' .. member)
   end
 end
@@ -31,6 +33,7 @@ local function dequeue(key, place)
   local member = string.sub(place, 2)
   if string.sub(place, 1, 1) == 'q' then
     rcall('ZREM', K.queue, member)
+    laneRemove(member, 0)
   else
     rcall('ZREM', K.parked, member)
     local _

@@ -4,6 +4,7 @@
 --   a  attempts spent by holders whose lease ran out
 --   o  owner|fence|score|deadline|queue member while a holder has it, else ''
 --   w  'q' queue member | 'p' parked member while it waits, else ''
+--   c  its fair-share cost, charged to its device when it is claimed (fair.lua)
 --   r  the reply its holder recorded before publishing (record.lua)
 --   x, y  the expiry and reply of an answer given while another holder had it (complete.lua)
 -- The answer replaces the hash with one string, 'd<expiry ms>|<reply JSON>', so forgetting

@@ -40,11 +40,11 @@ export function memoryCoordination(store: Store): Coordination {
 }
 
 export async function openCoordination(
-  config: Pick<Config, 'redis' | 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas' | 'brokerUrl'>,
+  config: Pick<Config, 'redis' | 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas' | 'brokerUrl' | 'fairShare'>,
   logger: Logger,
 ): Promise<Coordination> {
   if (config.redis === undefined) {
-    return memoryCoordination(new MemoryStore());
+    return memoryCoordination(new MemoryStore({ fairShare: config.fairShare }));
   }
   const log = logger.child({ module: 'redis' });
   const { redis, store, health, admissions } = await openRedisStore(config, config.redis, log);
@@ -98,7 +98,7 @@ export async function openCoordination(
 
 /** Connects, checks the server (version, eviction policy) and moves an older version's keys. */
 async function openRedisStore(
-  config: Pick<Config, 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas'>,
+  config: Pick<Config, 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas' | 'fairShare'>,
   endpoint: RedisEndpoint,
   log: Logger,
 ): Promise<{ redis: Redis; store: RedisStore; health: RedisHealth; admissions: Redis | undefined }> {
@@ -137,7 +137,7 @@ async function openRedisStore(
   let store: RedisStore;
   try {
     replicas = await replicasOption(config.redisWaitReplicas, () => connection(`edge-ai-bridge:${prefix}:admissions`), timeoutMs, log);
-    store = new RedisStore(redis, { prefix, health, replicas });
+    store = new RedisStore(redis, { prefix, health, replicas, fairShare: config.fairShare });
     moved = await store.upgrade(Date.now());
   } catch (err) {
     health.stop();

@@ -7,12 +7,12 @@ import { RedisStore } from '../../bridge/store/redis.js';
 import type { Store } from '../../bridge/store/types.js';
 import { runInstance, type Coordinator, type Mode } from './instance.js';
 import { connect, countCalls, cpuSeconds, machineBusy, machineTicks, serverSnapshot } from './meters.js';
-import { WARMUP_JOBS, type Sizes } from './options.js';
+import { FAIR_SHARE, WARMUP_JOBS, type Sizes } from './options.js';
 import { toRow, type Row, type Scenario } from './scenarios.js';
 
 /** Admit/claim/complete a few jobs under a throwaway prefix: loads the scripts, warms the JIT. */
 export async function warmUp(redis: Redis, prefix: string, mode: Mode, sizes: Sizes): Promise<void> {
-  const store = new RedisStore(redis, { prefix });
+  const store = new RedisStore(redis, { prefix, fairShare: FAIR_SHARE });
   let done = false;
   const co: Coordinator = { allAdmitted: () => done, admitsDone: () => void (done = true) };
   await runInstance(store, 'warmup', mode, { first: 0, step: 1, total: WARMUP_JOBS }, co, sizes);
@@ -20,14 +20,14 @@ export async function warmUp(redis: Redis, prefix: string, mode: Mode, sizes: Si
 }
 
 async function openStores(s: Scenario, prefix: string, sizes: Sizes): Promise<{ stores: Store[]; connections: Redis[] }> {
-  if (s.store === 'memory') return { stores: [new MemoryStore()], connections: [] };
+  if (s.store === 'memory') return { stores: [new MemoryStore({ fairShare: FAIR_SHARE })], connections: [] };
   const connections: Redis[] = [];
   const stores: Store[] = [];
   for (let n = 0; n < s.instances; n++) {
     const redis = await connect(sizes.redisUrl, s.autoPipelining);
     await warmUp(redis, `${prefix}-warm${n}`, s.mode, sizes);
     connections.push(redis);
-    stores.push(new RedisStore(redis, { prefix }));
+    stores.push(new RedisStore(redis, { prefix, fairShare: FAIR_SHARE }));
   }
   return { stores, connections };
 }

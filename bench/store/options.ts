@@ -69,3 +69,6 @@ export function sizeArgs(sizes: Sizes): string[] {
     '--inflight', String(sizes.inflight), '--redis', sizes.redisUrl,
   ];
 }
+
+/** FAIR_SHARE=false measures the stores without fair share, as the bridge runs with it. */
+export const FAIR_SHARE = process.env.FAIR_SHARE !== 'false';

@@ -8,7 +8,7 @@ import { RedisStore } from '../../bridge/store/redis.js';
 import { warmUp } from './in-process.js';
 import { runInstance, type InstanceResult, type Mode } from './instance.js';
 import { connect, countCalls, cpuSeconds, machineBusy, machineTicks, serverSnapshot, type Counters } from './meters.js';
-import { sizeArgs, type Sizes } from './options.js';
+import { FAIR_SHARE, sizeArgs, type Sizes } from './options.js';
 import { toRow, type Row, type Scenario } from './scenarios.js';
 
 export interface WorkerTask {
@@ -88,7 +88,7 @@ export async function worker(task: WorkerTask, sizes: Sizes): Promise<void> {
   try {
     const redis = await connect(sizes.redisUrl, task.autoPipelining);
     await warmUp(redis, `${task.prefix}-warm${task.index}`, task.mode, sizes);
-    const store = new RedisStore(redis, { prefix: task.prefix });
+    const store = new RedisStore(redis, { prefix: task.prefix, fairShare: FAIR_SHARE });
     const counters = countCalls(redis);
     let allAdmitted = false;
     let go = () => {};

@@ -115,6 +115,8 @@ export const EnvSchema = z.object({
   RATE_LIMIT_TPM: int(1).optional(),
   DEVICE_RATE_LIMIT_RPM: int(1).default(120),
   MAX_CONCURRENCY: int(1).default(32),
+  /** Not in the contract's table: fair share among the devices of one priority class (docs/fair-share.md). */
+  FAIR_SHARE: bool.default(true),
   PRIORITY_OFFSETS_MS: priorityOffsets.default(() => ({ ...DEFAULT_PRIORITY_OFFSETS_MS })),
   QUEUE_MAX: int(1).default(10_000),
   MAX_ATTEMPTS: int(1).default(3),

@@ -32,7 +32,7 @@ async function withStore(run: (store: RedisStore, config: Config) => Promise<voi
   const redis = newRedis(Redis, config.redis, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
   try {
     await redis.connect().catch((err: Error) => fail(`REDIS_URL: cannot connect to Redis: ${err.message}`));
-    await run(new RedisStore(redis, { prefix: config.redisPrefix }), config);
+    await run(new RedisStore(redis, { prefix: config.redisPrefix, fairShare: config.fairShare }), config);
   } finally {
     redis.disconnect();
   }

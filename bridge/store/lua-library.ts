@@ -34,8 +34,12 @@ export class LuaLibrary {
   readonly source: string;
   private readonly prefix: string;
 
-  constructor(names = readdirSync(LUA_DIR).filter((f) => f.endsWith('.lua')).map((f) => f.slice(0, -4))) {
-    const helpers = INCLUDES.map((name) => read(`includes/${name}.lua`)).join('\n');
+  constructor(
+    names = readdirSync(LUA_DIR).filter((f) => f.endsWith('.lua')).map((f) => f.slice(0, -4)),
+    /** Fair share within a class (lua/includes/fair.lua); off, the queue is first come, first served. */
+    fairShare = true,
+  ) {
+    const helpers = `local FAIR_SHARE = ${fairShare}\n` + INCLUDES.map((name) => read(`includes/${name}.lua`)).join('\n');
     const bodies = names.sort().map((name) => [name, read(`${name}.lua`)] as const);
     const hash = createHash('sha1').update(helpers).update(bodies.map(([n, b]) => `${n}\n${b}`).join('\n')).digest('hex').slice(0, 12);
     this.name = `edge_ai_bridge_${hash}`;
@@ -59,5 +63,6 @@ export class LuaLibrary {
   }
 }
 
-/** The one library every store on Redis calls. */
+/** The library every store on Redis calls, and the one of FAIR_SHARE=false. */
 export const library = new LuaLibrary();
+export const libraryWithoutFairShare = new LuaLibrary(undefined, false);

@@ -22,6 +22,9 @@ interface Lane {
 }
 
 export class ReadyQueue {
+  /** `fairShare` false (FAIR_SHARE=false): no lanes, the best score is the next. */
+  constructor(private readonly fairShare = true) {}
+
   /** Each class's waiting jobs, sorted with the next LAST, so taking a head is a pop. */
   private readonly classes = Object.fromEntries(PRIORITIES.map((p) => [p, [] as Queued[]])) as Record<Priority, Queued[]>;
   private readonly lanes = Object.fromEntries(PRIORITIES.map((p) => [p, new Map<string, Lane>()])) as Record<Priority, Map<string, Lane>>;
@@ -43,7 +46,7 @@ export class ReadyQueue {
   next(): Queued | undefined {
     const heads = PRIORITIES.flatMap((p) => this.classes[p].at(-1) ?? []).sort((a, b) => (before(a, b) ? -1 : 1));
     const [top, runnerUp] = heads;
-    if (!top) return undefined;
+    if (!top || !this.fairShare) return top;
     let best: Lane | undefined;
     for (const lane of this.lanes[top.job.priority].values()) {
       if (!best || lane.counter < best.counter || (lane.counter === best.counter && before(lane.items[0] as Queued, best.items[0] as Queued))) best = lane;
@@ -55,6 +58,7 @@ export class ReadyQueue {
   add(item: Queued): void {
     const list = this.classes[item.job.priority];
     list.splice(insertionPoint(list, item), 0, item);
+    if (!this.fairShare) return;
     const lanes = this.lanes[item.job.priority];
     let lane = lanes.get(item.job.deviceId);
     if (!lane) {

@@ -54,7 +54,7 @@ interface LockHolder {
 export class MemoryStore implements Store {
   readonly durable = false;
 
-  private readonly queue = new ReadyQueue();
+  private readonly queue: ReadyQueue;
   private seq = 0;
   private readonly records = new Map<string, Record_>();
   private readonly deviceWindows = new Map<string, SlidingWindow>();
@@ -69,6 +69,11 @@ export class MemoryStore implements Store {
   private readonly answers = new MemoryAnswers();
   private readonly deadlines = new DeadlineIndex();
   private admissions = 0;
+
+  /** `fairShare` (FAIR_SHARE, default true): fair share within a priority class (memory-queue.ts). */
+  constructor({ fairShare = true }: { fairShare?: boolean } = {}) {
+    this.queue = new ReadyQueue(fairShare);
+  }
 
   async admit(job: Job, limits: AdmitLimits, now: number, claim?: ClaimOptions): Promise<AdmitResult> {
     const record = this.records.get(job.key);

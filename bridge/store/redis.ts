@@ -2,7 +2,7 @@
 // so every instance sees one queue, one set of locks and one rate budget.
 import type { Redis } from 'ioredis';
 import { BridgeError, PRIORITIES, type Priority, type Reply } from '../../contract/index.js';
-import { library, type LuaArg } from './lua-library.js';
+import { library, libraryWithoutFairShare, type LuaArg, type LuaLibrary } from './lua-library.js';
 import { lockId, redisKeys, type RedisKeys } from './redis-keys.js';
 import {
   cacheValue,
@@ -65,10 +65,13 @@ export interface RedisStoreOptions {
    * it on its connection (WAIT covers the writes made on the connection it is sent on).
    */
   replicas?: { count: number; timeoutMs: number; connection: Redis; short(acked: number): void };
+  /** FAIR_SHARE (default true): fair share within a priority class. */
+  fairShare?: boolean;
 }
 
 export class RedisStore implements Store {
   readonly durable = true;
+  private readonly library: LuaLibrary;
   readonly keys: RedisKeys;
   private readonly usageBuffer: UsageBuffer;
   /** The device has its reply by now: a completion can wait a moment for others to go with. */
@@ -85,6 +88,7 @@ export class RedisStore implements Store {
     this.keys = redisKeys(options.prefix);
     this.health = options.health;
     this.replicas = options.replicas;
+    this.library = options.fairShare === false ? libraryWithoutFairShare : library;
     this.usageBuffer = new UsageBuffer((hour, amounts) => this.run('usage', [this.keys.usage(String(hour))], usageArgs(amounts)).then(() => undefined));
   }
 
@@ -358,7 +362,7 @@ export class RedisStore implements Store {
   private run(step: Step, keys: string[], args: LuaArg[], connection: Redis = this.redis): Promise<unknown> {
     // Known silent: refused at once rather than left to time out behind the others.
     if (this.health?.healthy() === false) return Promise.reject(new BridgeError('unavailable', 'Redis is not answering'));
-    return this.guard(library.call(connection, step, keys, args));
+    return this.guard(this.library.call(connection, step, keys, args));
   }
 
   /** Redis out of reach is `unavailable` (never faked locally); a script error is a bug. */

@@ -7,6 +7,8 @@
 --                                        so equal counters go to the device whose next job comes first
 -- A device that starts waiting takes the smallest counter of the class; one that stops waiting
 -- leaves (its counter with it), so idleness is no credit. A claim charges its job's cost.
+-- FAIR_SHARE (set when the library is built) false: none of this is kept, and the queue's
+-- best job is the next.
 
 local function laneKey(prio, device) return K['lane:' .. prio .. ':' .. device] end
 local function fairKey(prio) return K['fair:' .. prio] end
@@ -21,6 +23,7 @@ local function deviceOfMarker(m) return string.match(m, '^%d+|%d+|(.+)$') end
 
 -- A job joins its device's lane (it was just put in the queue at `score`).
 local function laneAdd(score, member)
+  if not FAIR_SHARE then return end
   local _, prio, _, _, key = parseMember(member)
   local device = deviceOf(key)
   local lane, fair = laneKey(prio, device), fairKey(prio)
@@ -41,6 +44,7 @@ end
 -- A job left the queue (claimed, expired, parked): it leaves its lane, and its device's
 -- counter takes `charge`; a device with nothing left waiting leaves the class.
 local function laneRemove(member, charge)
+  if not FAIR_SHARE then return end
   local _, prio, _, _, key = parseMember(member)
   local device = deviceOf(key)
   local lane, fair = laneKey(prio, device), fairKey(prio)
@@ -79,6 +83,7 @@ end
 -- when that job would pass another class's better score (the aging guarantee).
 -- Returns member, score.
 local function fairPick(head, headScore)
+  if not FAIR_SHARE then return head, headScore end
   local _, prio, _, _, key = parseMember(head)
   if not rcall('ZSCORE', laneKey(prio, deviceOf(key)), head) then return head, headScore end
   local m = rcall('ZRANGE', fairKey(prio), 0, 0)[1]
@@ -90,6 +95,7 @@ end
 -- Adds `delta` to the counter of `device` while it waits in class `prio` (a correction once
 -- the upstream's usage is known).
 local function fairCorrect(prio, device, delta)
+  if not FAIR_SHARE then return end
   local head = rcall('ZRANGE', laneKey(prio, device), 0, 0, 'WITHSCORES')
   if head[1] then rcall('ZINCRBY', fairKey(prio), delta, marker(head[2], head[1], device)) end
 end

@@ -21,12 +21,17 @@ end
 
 local function deviceOfMarker(m) return string.match(m, '^%d+|%d+|(.+)$') end
 
+-- A queue member's class, device, and that device's lane and the class's markers.
+local function laneOf(member)
+  local _, prio, _, _, key = parseMember(member)
+  local device = deviceOf(key)
+  return prio, device, laneKey(prio, device), fairKey(prio)
+end
+
 -- A job joins its device's lane (it was just put in the queue at `score`).
 local function laneAdd(score, member)
   if not FAIR_SHARE then return end
-  local _, prio, _, _, key = parseMember(member)
-  local device = deviceOf(key)
-  local lane, fair = laneKey(prio, device), fairKey(prio)
+  local prio, device, lane, fair = laneOf(member)
   local head = rcall('ZRANGE', lane, 0, 0, 'WITHSCORES')
   rcall('ZADD', lane, score, member)
   rcall('ZADD', classKey(prio), score, member)
@@ -45,9 +50,7 @@ end
 -- counter takes `charge`; a device with nothing left waiting leaves the class.
 local function laneRemove(member, charge)
   if not FAIR_SHARE then return end
-  local _, prio, _, _, key = parseMember(member)
-  local device = deviceOf(key)
-  local lane, fair = laneKey(prio, device), fairKey(prio)
+  local prio, device, lane, fair = laneOf(member)
   local first = rcall('ZRANGE', lane, 0, 1, 'WITHSCORES')
   if rcall('ZREM', lane, member) == 0 then return end -- queued before lanes existed
   rcall('ZREM', classKey(prio), member)

@@ -190,7 +190,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     await answerQueuedOnShutdown(store, results, log);
   });
   const templates = new Templates(config.file.templates);
-  const intake = openIntake(core, results, shedder, scheduler, templates);
+  const intake = openIntake(core, { results, shedder, scheduler, templates, metrics });
   gate.open(intake, metrics);
   closers.push('intake', async () => {
     await mqtt.quiesce();
@@ -249,6 +249,7 @@ async function openAdmin(
       priorityOffsetsMs: config.priorityOffsetsMs,
       wake: () => scheduler.wake(),
       clientIds: () => mqtt.clientIds(),
+      budgets: config.file.budgets,
     }),
   });
   closers.push('admin', () => admin.close());
@@ -313,7 +314,10 @@ function buildShedder({ config, coordination, log }: Core, metrics: BridgeMetric
   });
 }
 
-function openIntake({ config, coordination, log }: Core, results: Results, shedder: LoadShedder, scheduler: Scheduler, templates: Templates): Intake {
+function openIntake(
+  { config, coordination, log }: Core,
+  { results, shedder, scheduler, templates, metrics }: { results: Results; shedder: LoadShedder; scheduler: Scheduler; templates: Templates; metrics: BridgeMetrics },
+): Intake {
   const { routing, cache, embeddingModel } = config.file;
   // A priority's route is part of its requests' cache key: serialised once, not per request.
   const routes = Object.fromEntries(PRIORITIES.map((p) => [p, JSON.stringify(routing[p] ?? null)])) as Record<Priority, string>;
@@ -333,5 +337,7 @@ function openIntake({ config, coordination, log }: Core, results: Results, shedd
     dispatch: scheduler,
     templates,
     weightOf: (deviceId) => weightOf(config.file.weights, deviceId),
+    budgets: { budgets: config.file.budgets, prices: config.file.prices, defaultModel: config.upstreamModel, defaultEmbeddingModel: embeddingModel },
+    onBudgetRefused: (budget) => metrics.budgetRefused(budget),
   });
 }

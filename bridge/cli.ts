@@ -3,7 +3,7 @@
 import { OPS_USAGE } from './ops/ops-cli.js';
 import { VERSION } from './version.js';
 
-const USAGE = `usage: edge-ai-bridge [start | dlq … | usage … | hash-password | version | help]
+const USAGE = `usage: edge-ai-bridge [start | dlq … | usage … | budgets | hash-password | version | help]
   start     run the service (the default; configured by environment variables, see README)
 ${OPS_USAGE}
   hash-password
@@ -23,6 +23,11 @@ switch (command) {
   case 'usage': {
     const { runUsage } = await import('./ops/ops-cli.js');
     await runUsage(process.argv.slice(3));
+    break;
+  }
+  case 'budgets': {
+    const { runBudgets } = await import('./ops/ops-cli.js');
+    await runBudgets();
     break;
   }
   case 'hash-password': {

@@ -8,6 +8,7 @@ export const ERROR_CODES = [
   'payload_too_large',
   'rate_limited',
   'queue_full',
+  'budget_exceeded',
   'expired',
   'upstream_error',
   'upstream_timeout',

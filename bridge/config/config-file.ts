@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ConfigError, PRIORITIES, type ConfigProblem, type Priority } from '../../contract/index.js';
 import type { Config } from './config.js';
+import { BudgetsSchema } from './budgets.js';
 import { WeightsSchema } from './fair-share.js';
 import { TemplatesSchema } from './templates.js';
 
@@ -71,6 +72,8 @@ export const ConfigFileSchema = z.strictObject({
   templates: TemplatesSchema,
   /** Fair share within a priority class: device id or `*` pattern → weight (default 1). */
   weights: WeightsSchema,
+  /** Tokens or cost per device, model, template or fleet, per day or month. */
+  budgets: BudgetsSchema,
 });
 
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;

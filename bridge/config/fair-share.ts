@@ -3,7 +3,7 @@
 // device's counter: tokens in + 2 × tokens out, over the weight.
 import { z } from 'zod';
 
-const DEVICE_PATTERN = /^[A-Za-z0-9_.:*-]{1,128}$/;
+export const DEVICE_PATTERN = /^[A-Za-z0-9_.:*-]{1,128}$/;
 
 export const WeightsSchema = z
   .record(z.string(), z.number().positive().max(1000))
@@ -22,12 +22,14 @@ export function weightOf(weights: Weights, deviceId: string): number {
   const own = weights[deviceId];
   if (own !== undefined) return own;
   for (const [pattern, weight] of Object.entries(weights)) {
-    if (pattern.includes('*') && globMatches(pattern, deviceId)) return weight;
+    if (pattern.includes('*') && matchesDevice(pattern, deviceId)) return weight;
   }
   return 1;
 }
 
-function globMatches(pattern: string, id: string): boolean {
+/** Whether a device id or `*` pattern names `id`. */
+export function matchesDevice(pattern: string, id: string): boolean {
+  if (!pattern.includes('*')) return pattern === id;
   const parts = pattern.split('*');
   const escape = (s: string): string => s.replace(/[.]/g, '\\.');
   return new RegExp(`^${parts.map(escape).join('.*')}$`).test(id);

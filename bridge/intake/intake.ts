@@ -1,6 +1,8 @@
 // Intake: one PUBLISH on devices/{id}/infer/{priority} becomes a queued job or an error
 // reply. It runs inside the broker's authorizePublish, so the device's PUBACK is sent only
 // after admission returned: "acknowledged" means "admitted" (docs/CONTRACT.md).
+import { settlementOf } from '../store/budget-spend.js';
+import { budgetCharges, type BudgetSettings } from './budgets.js';
 import { fairCharge } from '../config/fair-share.js';
 import type { Config } from '../config/config.js';
 import { cacheKeyOf, type CachePolicy } from './cache-key.js';
@@ -60,8 +62,15 @@ export interface IntakeDeps {
   templates: Templates;
   /** A device's fair-share weight (CONFIG_FILE `weights`; 1 by default). */
   weightOf: (deviceId: string) => number;
+  /** CONFIG_FILE `budgets` and what prices them; none: nothing is reserved. */
+  budgets?: BudgetSettings | undefined;
+  /** A request was refused by this budget (metrics). */
+  onBudgetRefused?: (budget: string) => void;
   clock?: () => number;
 }
+
+/** The tokens in of a request, estimated from its size. */
+const promptTokensOf = (payloadBytes: number): number => Math.ceil(payloadBytes / 4);
 
 /** Tokens of a default completion when a request names no max_tokens, for the TPM estimate. */
 const DEFAULT_COMPLETION_TOKENS = 256;
@@ -180,11 +189,34 @@ export class Intake {
     });
   }
 
+  /** Reserves the job's estimate in its budgets (it carries them), or refuses it `budget_exceeded`. */
+  private async reserveBudgets(job: Job, promptEstimate: number, now: number): Promise<void> {
+    const { budgets } = this.deps;
+    const charges = budgets ? budgetCharges(budgets, job, promptEstimate, now) : [];
+    if (charges.length === 0) return;
+    const refused = await this.store.reserveBudgets(charges, now);
+    if (refused) {
+      this.deps.onBudgetRefused?.(refused.budget);
+      const whose = refused.subject === '*' ? '' : ` for ${refused.subject}`;
+      const until = new Date(refused.resetAtMs).toISOString();
+      throw new BridgeError('budget_exceeded', `budget "${refused.budget}"${whose} is used up until ${until}`, Math.max(0, refused.resetAtMs - now));
+    }
+    job.budget = charges;
+  }
+
+  /** A reservation whose job did not go into the queue (a duplicate, a cached answer, a refusal): nothing used. */
+  private releaseBudgets(job: Job): void {
+    if (!job.budget) return;
+    this.store.settleBudgets(settlementOf(job.budget, undefined)).catch((err: unknown) => {
+      this.logger.warn({ err, deviceId: job.deviceId, reqId: job.id }, 'could not release a budget reservation');
+    });
+  }
+
   /** The queued form of a valid request: its key, score, deadline and the estimates its claim is charged. */
   private jobOf(target: ReplyTarget, priority: Priority, request: Job['request'], arrivalMs: number, payloadBytes: number): Job {
     const { deviceId } = target;
     const ttlDeadline = request.ttl_ms === undefined ? undefined : arrivalMs + request.ttl_ms;
-    const promptEstimate = Math.ceil(payloadBytes / 4);
+    const promptEstimate = promptTokensOf(payloadBytes);
     // An embeddings answer has no completion tokens.
     const completionEstimate = isEmbeddingRequest(request)
       ? 0
@@ -221,6 +253,7 @@ export class Intake {
     const { deviceId } = target;
     if (template !== undefined) job.template = template;
     if (image !== undefined) job.image = image;
+    await this.reserveBudgets(job, promptTokensOf(payloadBytes), arrivalMs);
     const limits = { deviceRpm: this.config.deviceRateLimitRpm, queueMax: this.config.queueMax };
     const { dispatch } = this.deps;
     const claim = dispatch.claimAlong();
@@ -229,6 +262,7 @@ export class Intake {
       result = await this.store.admit(job, limits, arrivalMs, claim);
     } finally {
       if (claim) dispatch.adopt(claim, result?.kind === 'queued' ? result.along : undefined, job.key);
+      if (result?.kind !== 'queued') this.releaseBudgets(job);
     }
     let answer: OkReply | undefined;
     if (result.kind === 'cached') {

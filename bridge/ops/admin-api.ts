@@ -1,6 +1,8 @@
 // The operator API (/v1/ of the admin HTTP) over the store and the broker port.
 import { deviceIdOfClientId, type Priority } from '../../contract/index.js';
+import type { Budgets } from '../config/budgets.js';
 import type { Store } from '../store/types.js';
+import { budgetReport } from './budgets-report.js';
 import type { AdminApi } from './admin.js';
 
 const HOUR_MS = 3_600_000;
@@ -13,9 +15,10 @@ export interface AdminApiSources {
   wake(): void;
   /** MQTT clients connected to this instance. */
   clientIds(): string[];
+  budgets: Budgets;
 }
 
-export function adminApi({ store, priorityOffsetsMs, wake, clientIds }: AdminApiSources): AdminApi {
+export function adminApi({ store, priorityOffsetsMs, wake, clientIds, budgets }: AdminApiSources): AdminApi {
   return {
     deadLetters: () => store.deadLetters(),
     replay: async (keys) => {
@@ -29,6 +32,7 @@ export function adminApi({ store, priorityOffsetsMs, wake, clientIds }: AdminApi
       return store.usage(now - hours * HOUR_MS, now);
     },
     devices: () => devicesOf(clientIds()),
+    budgets: () => budgetReport(budgets, store, Date.now()),
   };
 }
 

@@ -2,6 +2,7 @@
 // the method and calls the AdminApi, returning the JSON body of a 200.
 import { HttpError } from '../../contract/index.js';
 import type { DeadLetter, UsageReport } from '../store/types.js';
+import type { BudgetReport } from './budgets-report.js';
 
 /** What the operator API reaches; the composition root binds it to the store and broker. */
 export interface AdminApi {
@@ -11,6 +12,7 @@ export interface AdminApi {
   purge(): Promise<number>;
   usage(hours: number): Promise<UsageReport>;
   devices(): Array<{ deviceId: string | null; clientIds: string[] }>;
+  budgets(): Promise<BudgetReport>;
 }
 
 /** Throws 405 unless the request's method is one of `allowed`. */
@@ -31,6 +33,10 @@ export async function operatorApi(api: AdminApi, path: string, query: URLSearchP
   }
   if (first === 'dlq' && segments.length === 4 && fourth === 'replay' && second && third) return replayOne(api, `${second}/${third}`, only);
   if (first === 'usage' && segments.length === 1) return usage(api, query, only);
+  if (first === 'budgets' && segments.length === 1) {
+    only('GET');
+    return api.budgets();
+  }
   if (first === 'devices' && segments.length === 1) {
     only('GET');
     const devices = api.devices();

@@ -7,6 +7,7 @@
 //   DELETE /v1/dlq                          purge the dead-letter list
 //   GET    /v1/usage?hours=N                tokens and cost of the last N hours (default 24, at most 192)
 //   GET    /v1/devices                      MQTT clients connected to this instance, by device
+//   GET    /v1/budgets                      each CONFIG_FILE budget's use in its current period
 // The operator dashboard: the page at / and /dashboard/ (dashboard/http.ts); its data under
 // /dashboard/api/ is open without a token only while ADMIN_TOKEN is unset and HTTP_HOST is
 // loopback; its actions are the /v1/ routes above.

@@ -5,7 +5,7 @@
 // Hot path: every label combination known in advance (priority × outcome, lock grants…) is
 // bound once at construction (metrics-observed.ts), so observing a request is an array/record
 // lookup and an increment. Values owned elsewhere are read at scrape time (metrics-scraped.ts).
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Registry } from 'prom-client';
 import type { Priority, Reply } from '../../contract/index.js';
 import type { OverloadObserver, ShedReason } from '../intake/overload.js';
 import type { SchedulerObserver } from '../scheduling/scheduler.js';
@@ -15,6 +15,7 @@ import type { UpstreamResult } from '../upstream/client.js';
 import {
   CIRCUIT_VALUE,
   NO_PRIORITY,
+  PREFIX,
   PRIORITY_LABELS,
   readQueueDepth,
   type Child,
@@ -56,6 +57,12 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
   private readonly upstreamLatencyChildren = new Map<string, HistogramChild>();
   private readonly usageChildren = new Map<string, { prompt: Child; completion: Child; cost: Child }>();
   private readonly templateChildren = new Map<string, { prompt: Child; completion: Child }>();
+  private readonly budgetRefusals = new Counter({
+    name: `${PREFIX}budget_refusals_total`,
+    help: 'Requests answered budget_exceeded, by the budget that refused them',
+    labelNames: ['budget'] as const,
+    registers: [],
+  });
 
   // Plain counters for the snapshot's rates (reset each interval): index = PRIORITY_LABELS.
   private readonly intervalByPriority = new Array<number>(PRIORITY_LABELS.length).fill(0);
@@ -77,6 +84,11 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
     this.work = registerWork(registers);
     registerWorkState(registers, sources);
     registerBrokerState(registers, sources);
+    this.registry.registerMetric(this.budgetRefusals);
+  }
+
+  budgetRefused(budget: string): void {
+    this.budgetRefusals.labels(budget).inc();
   }
 
   /** Prometheus text exposition. */

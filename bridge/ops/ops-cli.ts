@@ -1,17 +1,20 @@
 // Operator commands against a deployment on Redis (REDIS_URL, REDIS_PREFIX):
 //   edge-ai-bridge dlq list | replay [deviceId/id …] | purge
 //   edge-ai-bridge usage [hours]
+//   edge-ai-bridge budgets
 // Without Redis these live inside the running process and only its admin API reaches them.
 import { Redis } from 'ioredis';
 import { newRedis } from '../../broker/redis-endpoint.js';
 import { ConfigError } from '../../contract/index.js';
 import { loadConfig, type Config } from '../config/config.js';
 import { RedisStore } from '../store/redis.js';
+import { budgetReport } from './budgets-report.js';
 
 export const OPS_USAGE = `  dlq list | replay [deviceId/id …] | purge
             the dead-letter list of the deployment on REDIS_URL (REDIS_PREFIX)
   usage [hours]
-            tokens and estimated cost by device, model and priority (default: the last 24 hours)`;
+            tokens and estimated cost by device, model and priority (default: the last 24 hours)
+  budgets   each CONFIG_FILE budget's use in its current period`;
 
 function fail(message: string): never {
   process.stderr.write(`edge-ai-bridge: ${message}\n`);
@@ -65,5 +68,11 @@ export async function runUsage(args: string[]): Promise<void> {
   await withStore(async (store) => {
     const now = Date.now();
     print(JSON.stringify(await store.usage(now - hours * 3_600_000, now), null, 2));
+  });
+}
+
+export async function runBudgets(): Promise<void> {
+  await withStore(async (store, config) => {
+    print(JSON.stringify(await budgetReport(config.file.budgets, store, Date.now()), null, 2));
   });
 }

@@ -1,6 +1,8 @@
 // In-process coordination for a single instance (no REDIS_URL). Every method does its
 // whole step synchronously, so each step is atomic just as a Lua script is in Redis.
 import { PRIORITIES, type Priority, type Reply } from '../../contract/index.js';
+import type { BudgetCharge } from '../config/budgets.js';
+import { MemorySpend, settlementOf, type BudgetPeriod, type BudgetUse } from './budget-spend.js';
 import { ReadyQueue, type Queued } from './memory-queue.js';
 import { SlidingWindow } from './sliding-window.js';
 import { MemoryAnswers } from './memory-answers.js';
@@ -55,6 +57,7 @@ export class MemoryStore implements Store {
   readonly durable = false;
 
   private readonly queue: ReadyQueue;
+  private readonly spend = new MemorySpend();
   private seq = 0;
   private readonly records = new Map<string, Record_>();
   private readonly deviceWindows = new Map<string, SlidingWindow>();
@@ -193,6 +196,7 @@ export class MemoryStore implements Store {
   }
 
   async complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void> {
+    if (job.budget?.length) this.spend.settle(settlementOf(job.budget, options.usage));
     this.records.set(job.key, { state: 'done', reply, expiresAt: now + options.ttlS * 1000 });
     this.dropLease(job.key);
     // As data: a replayed dead letter must not carry the recorded reply of its first life.
@@ -249,6 +253,18 @@ export class MemoryStore implements Store {
 
   async deadLetterCount(): Promise<number> {
     return this.dlq.length;
+  }
+
+  async reserveBudgets(charges: BudgetCharge[], now: number): Promise<BudgetCharge | undefined> {
+    return this.spend.reserve(charges, now);
+  }
+
+  async settleBudgets(settled: Array<{ charge: BudgetCharge; used: number }>): Promise<void> {
+    this.spend.settle(settled);
+  }
+
+  async budgetUse(periods: BudgetPeriod[]): Promise<BudgetUse[]> {
+    return this.spend.use(periods);
   }
 
   async replayDeadLetters(keys: string[] | 'all', offsetsMs: Record<Priority, number>, now: number): Promise<number> {

@@ -2,8 +2,8 @@
 // entries and usage fields, as flat strings.
 import { BridgeError, type Reply, ReplySchema } from '../../contract/index.js';
 import type { LuaArg } from './lua-library.js';
-import type { UsageDimension, UsageMetric } from './usage-report.js';
-import { HOUR_MS, type AdmitResult, type CachedAnswer, type ClaimedJob, type ClaimResult, type ExpiredJob, type Job } from './types.js';
+import { addMetric, type UsageDimension, type UsageMetric } from './usage-report.js';
+import { HOUR_MS, type AdmitResult, type CachedAnswer, type ClaimedJob, type ClaimResult, type ExpiredJob, type Job, type UsageReport } from './types.js';
 
 /** Usage hours are kept about a week (a backstop; reports read what is there). */
 const USAGE_KEEP_MS = 8 * 24 * HOUR_MS;
@@ -135,4 +135,11 @@ export function freshRecordedReply(raw: string | null, now: number): Reply | und
 export function freshOldRecordedReply([state, exp, reply, x, y]: Array<string | null>, now: number): Reply | undefined {
   if (x && y) return Number(x) > now ? parseReply(y) : undefined;
   return state === 'done' && Number(exp) > now && reply ? parseReply(reply) : undefined;
+}
+
+/** Adds one hour's usage hash (usage.lua's fields) to a report. */
+export function addUsageFields(report: UsageReport, fields: Record<string, string>): void {
+  for (const [field, value] of Object.entries(fields)) {
+    for (const [dimension, name, metric] of usageEntries(field)) addMetric(report, dimension, name, metric, Number(value));
+  }
 }

@@ -2,6 +2,8 @@
 // so every instance sees one queue, one set of locks and one rate budget.
 import type { Redis } from 'ioredis';
 import { BridgeError, PRIORITIES, type Priority, type Reply } from '../../contract/index.js';
+import type { BudgetCharge } from '../config/budgets.js';
+import { RedisSpend, settlementOf, type BudgetPeriod, type BudgetUse } from './budget-spend.js';
 import { library, libraryWithoutFairShare, type LuaArg, type LuaLibrary } from './lua-library.js';
 import { lockId, redisKeys, type RedisKeys } from './redis-keys.js';
 import {
@@ -14,12 +16,12 @@ import {
   toClaimResult,
   toJobs,
   usageArgs,
-  usageEntries,
+  addUsageFields,
 } from './redis-codec.js';
 import { Gather } from './gather.js';
 import type { RedisHealth } from './redis-health.js';
 import { UsageBuffer } from './usage-buffer.js';
-import { addMetric, emptyReport, hoursBetween } from './usage-report.js';
+import { emptyReport, hoursBetween } from './usage-report.js';
 import type {
   CachedAnswer,
   CompleteOptions,
@@ -51,7 +53,7 @@ const REAP_BATCH = 500;
 
 /** The store's steps, one Redis function each (lua/<name>.lua). */
 type Step = 'admit' | 'claim' | 'take-rate' | 'pause' | 'renew' | 'record' | 'complete' | 'release' | 'reap' | 'drain'
-  | 'replay' | 'settle' | 'admit-answered' | 'lead' | 'unlead' | 'usage' | 'upgrade';
+  | 'replay' | 'settle' | 'admit-answered' | 'lead' | 'unlead' | 'usage' | 'upgrade' | 'budget-reserve' | 'budget-settle';
 
 export interface RedisStoreOptions {
   /** The deployment's key prefix; every key carries it as a hash tag. */
@@ -72,6 +74,7 @@ export interface RedisStoreOptions {
 export class RedisStore implements Store {
   readonly durable = true;
   private readonly library: LuaLibrary;
+  private readonly spend: RedisSpend;
   readonly keys: RedisKeys;
   private readonly usageBuffer: UsageBuffer;
   /** The device has its reply by now: a completion can wait a moment for others to go with. */
@@ -89,6 +92,7 @@ export class RedisStore implements Store {
     this.health = options.health;
     this.replicas = options.replicas;
     this.library = options.fairShare === false ? libraryWithoutFairShare : library;
+    this.spend = new RedisSpend(redis, this.keys.base, (fn, keys, args) => this.run(fn, keys, args));
     this.usageBuffer = new UsageBuffer((hour, amounts) => this.run('usage', [this.keys.usage(String(hour))], usageArgs(amounts)).then(() => undefined));
   }
 
@@ -195,6 +199,7 @@ export class RedisStore implements Store {
   }
 
   async complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void> {
+    if (job.budget?.length) await this.spend.settle(settlementOf(job.budget, options.usage));
     const k = this.keys;
     const owner = 'owner' in job && typeof job.owner === 'string' ? job.owner : '';
     const { cache, unlead, usage } = options;
@@ -258,6 +263,18 @@ export class RedisStore implements Store {
 
   async deadLetterCount(): Promise<number> {
     return this.guard(this.redis.llen(this.keys.dlq));
+  }
+
+  reserveBudgets(charges: BudgetCharge[], _now?: number): Promise<BudgetCharge | undefined> {
+    return this.spend.reserve(charges);
+  }
+
+  settleBudgets(settled: Array<{ charge: BudgetCharge; used: number }>): Promise<void> {
+    return this.spend.settle(settled);
+  }
+
+  budgetUse(periods: BudgetPeriod[]): Promise<BudgetUse[]> {
+    return this.guard(this.spend.use(periods));
   }
 
   async replayDeadLetters(keys: string[] | 'all', offsetsMs: Record<Priority, number>, now: number): Promise<number> {
@@ -328,11 +345,7 @@ export class RedisStore implements Store {
     const pipeline = this.redis.pipeline();
     for (const hour of hours) pipeline.hgetall(this.keys.usage(String(hour)));
     const results = (await this.guard(pipeline.exec())) ?? [];
-    for (const [, fields] of results) {
-      for (const [field, value] of Object.entries((fields ?? {}) as Record<string, string>)) {
-        for (const [dimension, name, metric] of usageEntries(field)) addMetric(report, dimension, name, metric, Number(value));
-      }
-    }
+    for (const [, fields] of results) addUsageFields(report, (fields ?? {}) as Record<string, string>);
     return report;
   }
 

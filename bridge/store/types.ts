@@ -1,6 +1,8 @@
 // The coordination interface. `memory` serves one instance; `redis` serves a fleet of
 // instances sharing one queue. Intake, scheduler and results only ever see this interface, and
 // one contract suite (test/store/) runs against every implementation.
+import type { BudgetCharge } from '../config/budgets.js';
+import type { BudgetPeriod, BudgetUse } from './budget-spend.js';
 import type { Answer, InferRequest, Priority, Reply, ReplyRoute } from '../../contract/index.js';
 
 /** A request as it waits in the queue. Plain data: it must survive a JSON round trip. */
@@ -29,6 +31,8 @@ export interface Job {
   fairCost?: number | undefined;
   /** The device's weight when it was admitted, so the charge is corrected on the same scale. */
   fairWeight?: number | undefined;
+  /** The budgets its admission reserved an estimate in, settled when it completes. */
+  budget?: BudgetCharge[] | undefined;
   /**
    * SHA-256 of the canonical request when it may be answered from the cache and share an
    * in-flight call with identical requests; undefined for `cache: false` and the like.
@@ -287,6 +291,16 @@ export interface Store {
   deadLetterCount(): Promise<number>;
 
   /**
+   * Reserves a request's estimate in every budget it counts against, all or none: the first
+   * charge that would go over its limit (and is not exempt) refuses it, and is returned.
+   */
+  reserveBudgets(charges: BudgetCharge[], now: number): Promise<BudgetCharge | undefined>;
+  /** Ends reservations with what each request really used (0 when it failed); complete() does it for its job. */
+  settleBudgets(settled: Array<{ charge: BudgetCharge; used: number }>): Promise<void>;
+  /** What these budgets' periods have used and reserved, per subject. */
+  budgetUse(periods: BudgetPeriod[]): Promise<BudgetUse[]>;
+
+  /**
    * Puts dead letters (those of `keys`, or all) back in the queue as new arrivals: fresh
    * attempts, no ttl, placed by `now` + their class's offset, answered once more. The
    * operator's call, so device quotas and QUEUE_MAX do not apply. Returns how many.
@@ -332,5 +346,6 @@ export const jobKey = (deviceId: string, id: string): string => `${deviceId}/${i
 
 /** A dead letter's job as a new arrival, for replay. */
 export function replayedJob(job: Job, offsetsMs: Record<Priority, number>, now: number): Job {
-  return { ...job, arrivalMs: now, score: now + offsetsMs[job.priority], deadlineMs: undefined, attempts: 0 };
+  // Its reservations were settled when it was dead-lettered: a replay reserves none.
+  return { ...job, arrivalMs: now, score: now + offsetsMs[job.priority], deadlineMs: undefined, attempts: 0, budget: undefined };
 }

@@ -10,6 +10,7 @@ import { afterEach, describe } from 'vitest';
 import type { Store } from '../../bridge/store/types.js';
 import { admissionContract, claimAlongContract, deviceQuotaContract, queueMaxContract } from './contract/admission.js';
 import { cacheContract } from './contract/cache.js';
+import { budgetsContract } from './contract/budgets.js';
 import { completionContract } from './contract/completion.js';
 import { fairnessContract } from './contract/fairness.js';
 import type { ContractContext } from './contract/fixtures.js';
@@ -38,6 +39,7 @@ const PARTS: ((ctx: ContractContext) => void)[] = [
   claimAlongContract,
   claimOrderContract,
   fairnessContract,
+  budgetsContract,
   locksContract,
   rateLimitsContract,
   expiryContract,

@@ -26,6 +26,7 @@ import { redisKeys } from './store/redis-keys.js';
 import { isLoopback } from './config/config.js';
 import { VERSION } from './version.js';
 import { adminApi } from './ops/admin-api.js';
+import { budgetReport } from './ops/budgets-report.js';
 import { BridgeMetrics } from './ops/metrics.js';
 import { readiness, type ReadinessState } from './ops/readiness.js';
 import { statusMessage, StatusTopics } from './ops/status.js';
@@ -158,6 +159,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     providers: () => upstream.health(),
     connectedClients: () => mqtt.clientCount(),
     refusals: () => mqtt.refusals(),
+    budgets: config.file.budgets.limits.length === 0 ? undefined : () => budgetReport(config.file.budgets, store, Date.now()),
   }, recorder);
   const streamSettings = { flushMs: config.streamFlushMs, flushBytes: config.streamFlushBytes, qos: config.streamQos };
   const results = new Results(mqtt.publish, metrics, Date.now, streamSettings);

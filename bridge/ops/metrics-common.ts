@@ -4,6 +4,7 @@ import { ERROR_CODES, PRIORITIES } from '../../contract/index.js';
 import type { ShedReason } from '../intake/overload.js';
 import type { BrokerRefusals } from '../mqtt/port.js';
 import type { QueueDepth } from '../store/types.js';
+import type { BudgetReport } from './budgets-report.js';
 import type { CircuitState } from '../upstream/breaker.js';
 
 export const PREFIX = 'edge_ai_bridge_';
@@ -34,6 +35,8 @@ export interface MetricsSources {
   providers(): Array<{ name: string; circuit: CircuitState }>;
   connectedClients(): number;
   refusals(): BrokerRefusals;
+  /** The CONFIG_FILE budgets' use in their current periods; absent without budgets. */
+  budgets?: (() => Promise<BudgetReport>) | undefined;
 }
 
 /** The store's queue depth, or undefined when it failed or took over STORE_SCRAPE_TIMEOUT_MS. */

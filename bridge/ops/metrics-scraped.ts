@@ -2,8 +2,8 @@
 // circuit states, connected clients, broker refusals), read at scrape time through `collect`.
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { PRIORITIES } from '../../contract/index.js';
-import type { QueueDepth } from '../store/types.js';
-import { CIRCUIT_VALUE, PREFIX, readQueueDepth, STORE_SCRAPE_TIMEOUT_MS, type MetricsSources } from './metrics-common.js';
+import type { BudgetReport } from './budgets-report.js';
+import { CIRCUIT_VALUE, PREFIX, readQueueDepth, STORE_SCRAPE_TIMEOUT_MS, withTimeout, type MetricsSources } from './metrics-common.js';
 
 /** The queue, the jobs this instance holds and the providers' circuits. */
 export function registerWorkState(registers: Registry[], sources: MetricsSources): void {
@@ -94,12 +94,39 @@ export function registerBrokerState(registers: Registry[], sources: MetricsSourc
 }
 
 /** One read shared by every caller until it settles: the next scrape starts a new one. */
-function sharedPerScrape(read: () => Promise<QueueDepth | undefined>): () => Promise<QueueDepth | undefined> {
-  let pending: Promise<QueueDepth | undefined> | undefined;
+function sharedPerScrape<T>(read: () => Promise<T | undefined>): () => Promise<T | undefined> {
+  let pending: Promise<T | undefined> | undefined;
   return () => {
     pending ??= read().finally(() => {
       pending = undefined;
     });
     return pending;
   };
+}
+
+/** Each budget's use in its current period (one store read per scrape, bounded like the queue depth's). */
+export function registerBudgetState(registers: Registry[], read: () => Promise<BudgetReport>): void {
+  const reportOfScrape = sharedPerScrape(() => withTimeout(read(), STORE_SCRAPE_TIMEOUT_MS, 'budgets').catch(() => undefined));
+  new Gauge({
+    name: `${PREFIX}budget_used`,
+    help: 'What each CONFIG_FILE budget has used in its current period (tokens or USD), all its devices together',
+    labelNames: ['budget'] as const,
+    registers,
+    async collect() {
+      const report = await reportOfScrape();
+      this.reset();
+      for (const b of report?.budgets ?? []) this.set({ budget: b.name }, b.use.reduce((sum, u) => sum + u.used, 0));
+    },
+  });
+  new Gauge({
+    name: `${PREFIX}budget_fullest_ratio`,
+    help: 'The largest share of its limit (used and reserved) any device, or the fleet, has of each budget; 1 is used up',
+    labelNames: ['budget'] as const,
+    registers,
+    async collect() {
+      const report = await reportOfScrape();
+      this.reset();
+      for (const b of report?.budgets ?? []) this.set({ budget: b.name }, Math.max(0, ...b.use.map((u) => (u.used + u.reserved) / b.limit)));
+    },
+  });
 }

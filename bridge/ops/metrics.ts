@@ -26,7 +26,7 @@ import {
 } from './metrics-common.js';
 import { registerOverload, registerRequests, registerWork, type OverloadMetrics, type RequestMetrics, type WorkMetrics } from './metrics-observed.js';
 import type { DashboardRecorder } from './dashboard/recorder.js';
-import { registerBrokerState, registerWorkState } from './metrics-scraped.js';
+import { registerBrokerState, registerBudgetState, registerWorkState } from './metrics-scraped.js';
 
 export { STORE_SCRAPE_TIMEOUT_MS, type MetricsSources } from './metrics-common.js';
 
@@ -84,6 +84,7 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
     this.work = registerWork(registers);
     registerWorkState(registers, sources);
     registerBrokerState(registers, sources);
+    if (sources.budgets) registerBudgetState(registers, sources.budgets);
     this.registry.registerMetric(this.budgetRefusals);
   }
 

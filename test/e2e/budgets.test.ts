@@ -85,6 +85,10 @@ describe('budgets', () => {
     expect(device?.use.find((u) => u.subject === 'cam-3')).toEqual({ subject: 'cam-3', used: 0, reserved: 0 });
     expect(device).toMatchObject({ per: 'device', unit: 'tokens', limit: 30, exemptCritical: true });
     expect(report.timeZone).toBe('Europe/Berlin');
+    const metrics = await (await fetch(`http://127.0.0.1:${h.bridge.httpPort}/metrics`)).text();
+    expect(metrics).toMatch(/^edge_ai_bridge_budget_refusals_total\{budget="per-device"\} 1$/m);
+    expect(metrics).toMatch(/^edge_ai_bridge_budget_fullest_ratio\{budget="per-device"\} [0-9.]+$/m);
+    expect(metrics).toMatch(/^edge_ai_bridge_budget_used\{budget="fleet"\} [1-9][0-9.]*$/m);
     // Its 30 tokens are all there: the next request is answered.
     await cam.publish('normal', small('n1'));
     expect((await cam.reply('n1'))[0]?.ok).toBe(true);

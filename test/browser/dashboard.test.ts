@@ -16,7 +16,7 @@ describe('dashboard in Chromium', () => {
   let h: Harness;
   let browser: Browser;
   let page: Page;
-  let load: Promise<unknown>;
+  let load: Promise<unknown> | undefined;
   const errors: string[] = [];
 
   beforeAll(async () => {
@@ -26,8 +26,6 @@ describe('dashboard in Chromium', () => {
       undefined,
       { bridge: { dashboardTickMs: 500 } },
     );
-    const mix = { critical: 1, high: 9, normal: 80, low: 10 };
-    load = runFleet({ url: h.url, devices: 20, rate: 40, durationS: 20, mix, qos: 1, prefix: 'line2-cam' });
     browser = await launchBrowser();
     page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
     page.on('pageerror', (err) => errors.push(String(err)));
@@ -41,15 +39,18 @@ describe('dashboard in Chromium', () => {
     await browser?.close();
     await load?.catch(() => undefined);
     await h?.close();
-  }, 40_000);
+  }, 90_000);
 
-  it('asks for the token first, then shows the fleet and its figures moving', { timeout: 30_000 }, async () => {
+  it('asks for the token first, then shows the fleet and its figures moving', { timeout: 90_000 }, async () => {
     await expect.poll(() => page.locator('#token').isVisible()).toBe(true);
     await page.fill('#token', TOKEN);
     await page.click('#token-apply');
     await expect.poll(() => page.locator('#instance-rows tr').count(), { timeout: 10_000 }).toBe(1);
     expect(await page.textContent('#instance-rows')).toContain(h.bridge.instanceId);
-    await expect.poll(async () => Number(await page.textContent('#total-rps')), { timeout: 10_000 }).toBeGreaterThan(5);
+    // The load starts once the page shows the fleet, so it is still running when the figures are read.
+    const mix = { critical: 1, high: 9, normal: 80, low: 10 };
+    load = runFleet({ url: h.url, devices: 20, rate: 40, durationS: SCREENSHOTS ? 60 : 20, mix, qos: 1, prefix: 'line2-cam' });
+    await expect.poll(async () => Number(await page.textContent('#total-rps')), { timeout: 15_000 }).toBeGreaterThan(5);
     const before = await page.textContent('#updated-at');
     await expect.poll(() => page.textContent('#updated-at'), { timeout: 5000 }).not.toBe(before);
     expect(await page.locator('#chart-rps canvas').count()).toBe(1);

@@ -53,7 +53,7 @@ local function claimJobs(owner, max, leaseMs, rpm, tpm, now)
   while #keys < max do
     local top = rcall('ZRANGE', K.queue, 0, 0, 'WITHSCORES')
     if not top[1] then break end
-    local member, score = fairPick(top[1], top[2])
+    local member, score, known = fairPick(top[1], top[2])
     local _, prio, lockId, tokens, key = parseMember(member)
     local holder = lockId ~= '-' and rcall('HGET', K.locks, lockId)
     -- A holder whose lease ran out no longer holds the lock, reaped or not.
@@ -62,7 +62,7 @@ local function claimJobs(owner, max, leaseMs, rpm, tpm, now)
       rcall('ZADD', K.parked, 0, parked)
       rcall('HSET', rec(key), 'w', 'p' .. parked)
       rcall('ZREM', K.queue, member)
-      laneRemove(member, 0)
+      laneRemove(member, 0, known)
     elseif not tryWindow(budget, tokens, rpm, tpm) then
       blockedTokens = tokens
       break
@@ -75,7 +75,7 @@ local function claimJobs(owner, max, leaseMs, rpm, tpm, now)
         grantedHere[lockId] = true
       end
       local entry, deadline, cost = lease(key, owner, fence, score, member)
-      laneRemove(member, cost)
+      laneRemove(member, cost, known)
       if deadline ~= '' then gone[#gone + 1] = key end
       leases[#leases + 1] = now + leaseMs
       leases[#leases + 1] = key

@@ -47,11 +47,12 @@ local function laneAdd(score, member)
 end
 
 -- A job left the queue (claimed, expired, parked): it leaves its lane, and its device's
--- counter takes `charge`; a device with nothing left waiting leaves the class.
-local function laneRemove(member, charge)
+-- counter takes `charge`; a device with nothing left waiting leaves the class. `known`:
+-- what fairPick read of this job's lane and counter, when it picked it, so as not to read it again.
+local function laneRemove(member, charge, known)
   if not FAIR_SHARE then return end
   local prio, device, lane, fair = laneOf(member)
-  local first = rcall('ZRANGE', lane, 0, 1, 'WITHSCORES')
+  local first = known and known.first or rcall('ZRANGE', lane, 0, 1, 'WITHSCORES')
   if rcall('ZREM', lane, member) == 0 then return end -- queued before lanes existed
   rcall('ZREM', classKey(prio), member)
   if first[1] ~= member then
@@ -63,7 +64,7 @@ local function laneRemove(member, charge)
     rcall('ZREM', fair, old)
     return
   end
-  local counter = tonumber(rcall('ZSCORE', fair, old) or '0') + charge
+  local counter = tonumber(known and known.counter or rcall('ZSCORE', fair, old) or '0') + charge
   rcall('ZREM', fair, old)
   rcall('ZADD', fair, counter, marker(first[4], first[3], device))
 end
@@ -71,9 +72,12 @@ end
 local PRIORITIES = { 'critical', 'high', 'normal', 'low' }
 
 -- Whether another class than `prio` has a waiting job that goes before (score, member).
+-- Only classes with waiting jobs (K.depth) are looked at.
 local function otherClassFirst(prio, score, member)
-  for _, other in ipairs(PRIORITIES) do
-    if other ~= prio then
+  local depth = rcall('HGETALL', K.depth)
+  for i = 1, #depth, 2 do
+    local other = depth[i]
+    if other ~= prio and tonumber(depth[i + 1]) > 0 then
       local h = rcall('ZRANGE', classKey(other), 0, 0, 'WITHSCORES')
       if h[1] and (tonumber(h[2]) < tonumber(score) or (tonumber(h[2]) == tonumber(score) and h[1] < member)) then return true end
     end
@@ -84,15 +88,18 @@ end
 -- The job a claim takes next given the queue's best, `head`: from the same class, the next
 -- job of the waiting device with the smallest counter; `head` itself when it has no lane, or
 -- when that job would pass another class's better score (the aging guarantee).
--- Returns member, score.
+-- Returns member, score and, for laneRemove, what it read of that job's lane and counter.
 local function fairPick(head, headScore)
   if not FAIR_SHARE then return head, headScore end
   local _, prio, _, _, key = parseMember(head)
   if not rcall('ZSCORE', laneKey(prio, deviceOf(key)), head) then return head, headScore end
-  local m = rcall('ZRANGE', fairKey(prio), 0, 0)[1]
-  local next = rcall('ZRANGE', laneKey(prio, deviceOfMarker(m)), 0, 0, 'WITHSCORES')
-  if next[1] == head or otherClassFirst(prio, next[2], next[1]) then return head, headScore end
-  return next[1], next[2]
+  local m = rcall('ZRANGE', fairKey(prio), 0, 0, 'WITHSCORES')
+  if not m[1] then return head, headScore end
+  local lane = rcall('ZRANGE', laneKey(prio, deviceOfMarker(m[1])), 0, 1, 'WITHSCORES')
+  local known = { first = lane, counter = m[2] }
+  if lane[1] == head then return head, headScore, known end
+  if otherClassFirst(prio, lane[2], lane[1]) then return head, headScore end
+  return lane[1], lane[2], known
 end
 
 -- Adds `delta` to the counter of `device` while it waits in class `prio` (a correction once

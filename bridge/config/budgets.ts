@@ -122,17 +122,16 @@ function localDate(at: number, timeZone: string): { year: number; month: number;
   return { year: parts.year, month: parts.month, day: parts.day };
 }
 
+/** Built once per zone: a formatter costs far more to make than to use, and every budgeted request uses one. */
+const FORMATS = new Map<string, Intl.DateTimeFormat>();
+
 function dateParts(at: number, timeZone: string): Record<'year' | 'month' | 'day' | 'hour' | 'minute' | 'second', number> {
-  const format = new Intl.DateTimeFormat('en-US', {
-    timeZone,
-    hourCycle: 'h23',
-    year: 'numeric',
-    month: 'numeric',
-    day: 'numeric',
-    hour: 'numeric',
-    minute: 'numeric',
-    second: 'numeric',
-  });
+  let format = FORMATS.get(timeZone);
+  if (!format) {
+    const numeric = 'numeric' as const;
+    format = new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', year: numeric, month: numeric, day: numeric, hour: numeric, minute: numeric, second: numeric });
+    FORMATS.set(timeZone, format);
+  }
   const out: Record<string, number> = {};
   for (const p of format.formatToParts(new Date(at))) if (p.type !== 'literal') out[p.type] = Number(p.value);
   return out as Record<'year' | 'month' | 'day' | 'hour' | 'minute' | 'second', number>;

@@ -30,10 +30,16 @@ export function weightOf(weights: Weights, deviceId: string): number {
 /** Whether a device id or `*` pattern names `id`. */
 export function matchesDevice(pattern: string, id: string): boolean {
   if (!pattern.includes('*')) return pattern === id;
-  const parts = pattern.split('*');
-  const escape = (s: string): string => s.replace(/[.]/g, '\\.');
-  return new RegExp(`^${parts.map(escape).join('.*')}$`).test(id);
+  let compiled = PATTERNS.get(pattern);
+  if (!compiled) {
+    const escape = (s: string): string => s.replace(/[.]/g, '\\.');
+    PATTERNS.set(pattern, (compiled = new RegExp(`^${pattern.split('*').map(escape).join('.*')}$`)));
+  }
+  return compiled.test(id);
 }
+
+/** Compiled once: a pattern is matched on every request of a device it may name. */
+const PATTERNS = new Map<string, RegExp>();
 
 /** The charge against a device's counter: tokens in + 2 × tokens out, over its weight. */
 export const fairCharge = (promptTokens: number, completionTokens: number, weight: number): number =>

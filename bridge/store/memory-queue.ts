@@ -44,8 +44,15 @@ export class ReadyQueue {
    * the class's head.
    */
   next(): Queued | undefined {
-    const heads = PRIORITIES.flatMap((p) => this.classes[p].at(-1) ?? []).sort((a, b) => (before(a, b) ? -1 : 1));
-    const [top, runnerUp] = heads;
+    // The best and second-best class heads, without building a list per claim.
+    let top: Queued | undefined;
+    let runnerUp: Queued | undefined;
+    for (const p of PRIORITIES) {
+      const head = this.classes[p].at(-1);
+      if (!head) continue;
+      if (!top || before(head, top)) [top, runnerUp] = [head, top];
+      else if (!runnerUp || before(head, runnerUp)) runnerUp = head;
+    }
     if (!top || !this.fairShare) return top;
     let best: Lane | undefined;
     for (const lane of this.lanes[top.job.priority].values()) {

@@ -6,8 +6,10 @@ import { PrioritySchema, REQUEST_ID_PATTERN } from './topics.js';
 // --- request -------------------------------------------------------------------------
 
 const ContentPartSchema = z.looseObject({ type: z.string().min(1) });
+/** OpenAI's chat roles (`function` is its deprecated form of `tool`): any other is refused here, not by the upstream. */
+export const CHAT_ROLES = ['system', 'developer', 'user', 'assistant', 'tool', 'function'] as const;
 export const ChatMessageSchema = z.looseObject({
-  role: z.string().min(1),
+  role: z.enum(CHAT_ROLES, { error: `must be one of ${CHAT_ROLES.join(', ')}` }),
   content: z.union([z.string(), z.array(ContentPartSchema), z.null()]),
 });
 export type ChatMessage = z.infer<typeof ChatMessageSchema>;

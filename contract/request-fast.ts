@@ -3,7 +3,7 @@
 // fields), exactly as InferRequestSchema would; anything else is left to it. Parsing every
 // request with zod cost as much CPU as the rest of intake (test/unit/request-fast.test.ts
 // checks both agree, on accepted requests and on refused ones).
-import type { ChatRequest } from './payloads.js';
+import { CHAT_ROLES, type ChatRequest } from './payloads.js';
 import { REQUEST_ID_PATTERN } from './topics.js';
 
 /** ChatRequestSchema's keys this path reads, in the schema's order (the order zod writes them in). */
@@ -42,6 +42,9 @@ function valid(field: string, value: unknown): boolean {
   }
 }
 
+const ROLES: ReadonlySet<unknown> = new Set(CHAT_ROLES);
+const isRole = (value: unknown): value is (typeof CHAT_ROLES)[number] => ROLES.has(value);
+
 /** A message of a role and a string (or null) content, as ChatMessageSchema writes it; undefined otherwise. */
 function plainMessage(value: unknown): { role: string; content: string | null } | undefined {
   if (!isRecord(value)) return undefined;
@@ -51,8 +54,8 @@ function plainMessage(value: unknown): { role: string; content: string | null } 
     keys += 1;
   }
   const { role, content } = value;
-  if (keys !== 2 || !isText(role, 1, Infinity) || (typeof content !== 'string' && content !== null)) return undefined;
-  return { role: role as string, content };
+  if (keys !== 2 || !isRole(role) || (typeof content !== 'string' && content !== null)) return undefined;
+  return { role, content };
 }
 
 /**

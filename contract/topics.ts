@@ -35,22 +35,35 @@ export type InferTopic =
   | { kind: 'infer'; deviceId: string; priority: Priority }
   /** The template and request id, when the topic names them (else the MQTT 5 user properties must). */
   | { kind: 'image'; deviceId: string; priority: Priority; template: string | undefined; requestId: string | undefined }
-  | { kind: 'bad_priority'; deviceId: string; segment: string };
+  | { kind: 'bad_priority'; deviceId: string; segment: string }
+  /** An image topic the contract cannot read: answered `invalid_request` with `problem`. */
+  | { kind: 'bad_image_topic'; deviceId: string; problem: string; requestId: string | undefined };
+
+const IMAGE_TOPIC_SHAPE =
+  'an image topic is devices/{id}/image/{priority}/{template}/{requestId}, or devices/{id}/image/{priority} with the MQTT 5 user properties template and id';
 
 /**
  * Parses `devices/{deviceId}/infer/{priority}` and `devices/{deviceId}/image/{priority}` (with
- * `/{template}/{requestId}` or without); null when the topic is not a request topic.
+ * `/{template}/{requestId}` or without); null when the topic is not a request topic. Any other
+ * topic under a device's `image/` is a bad image topic, so the camera is told, not ignored.
  */
 export function parseInferTopic(topic: string): InferTopic | null {
   const parts = topic.split('/');
-  if (parts[0] !== 'devices' || parts.length < 4) return null;
   const kind = parts[2];
-  if (!(kind === 'infer' && parts.length === 4) && !(kind === 'image' && (parts.length === 4 || parts.length === 6))) return null;
+  if (parts[0] !== 'devices' || (kind !== 'infer' && kind !== 'image')) return null;
   const deviceId = parts[1] ?? '';
   if (!DEVICE_ID_PATTERN.test(deviceId)) return null;
+  if (kind === 'infer' && parts.length !== 4) return null;
+  const requestId = parts[5];
+  if (kind === 'image' && parts.length !== 4 && parts.length !== 6) return { kind: 'bad_image_topic', deviceId, problem: IMAGE_TOPIC_SHAPE, requestId };
   const segment = parts[3] ?? '';
   const priority = PrioritySchema.safeParse(segment);
-  if (!priority.success) return { kind: 'bad_priority', deviceId, segment };
+  if (!priority.success) {
+    if (kind === 'infer') return { kind: 'bad_priority', deviceId, segment };
+    return { kind: 'bad_image_topic', deviceId, problem: unknownPriority(segment), requestId };
+  }
   if (kind === 'infer') return { kind: 'infer', deviceId, priority: priority.data };
-  return { kind: 'image', deviceId, priority: priority.data, template: parts[4], requestId: parts[5] };
+  return { kind: 'image', deviceId, priority: priority.data, template: parts[4], requestId };
 }
+
+export const unknownPriority = (segment: string): string => `unknown priority "${segment}" (expected critical, high, normal or low)`;

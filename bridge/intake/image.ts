@@ -43,7 +43,7 @@ function nameOf(topicValue: string | undefined, properties: RequestProperties, n
 }
 
 /** The request id of an image request, for its reply: from the topic, else the MQTT 5 user property `id`. */
-export function imageRequestId(topic: ImageTopic, properties: RequestProperties): string | null {
+export function imageRequestId(topic: Pick<ImageTopic, 'requestId'>, properties: RequestProperties): string | null {
   const id = nameOf(topic.requestId, properties, 'id');
   return id !== undefined && REQUEST_ID_PATTERN.test(id) ? id : null;
 }
@@ -62,9 +62,10 @@ function varsOf(properties: RequestProperties): Record<string, string> {
  * it asks, and the image itself; BridgeError naming the cause when it cannot be one.
  */
 export function readImage(topic: ImageTopic, payload: Buffer, properties: RequestProperties, maxBytes: number): { parsed: TemplateRequest; image: JobImage } {
-  const id = imageRequestId(topic, properties);
+  // Present is enough here: the schema below names what is wrong with a bad id or template.
+  const id = nameOf(topic.requestId, properties, 'id');
   const template = nameOf(topic.template, properties, 'template');
-  if (id === null || template === undefined) {
+  if (id === undefined || template === undefined) {
     throw new BridgeError('invalid_request', `an image names its template and request id: devices/{id}/image/{priority}/{template}/{requestId}, or the MQTT 5 user properties template and id`);
   }
   if (payload.length > maxBytes) throw new BridgeError('payload_too_large', `image is ${payload.length} bytes, over IMAGE_MAX_BYTES (${maxBytes})`);

@@ -25,6 +25,7 @@ import {
   type RequestProperties,
   responseTopicProblem,
   toBridgeError,
+  unknownPriority,
 } from '../../contract/index.js';
 import { errorReply } from '../results/replies.js';
 import type { Logger } from '../logger.js';
@@ -107,7 +108,7 @@ export class Intake {
   async handle({ topic, payload, properties }: InboundRequest): Promise<IntakeOutcome> {
     const arrivalMs = this.clock();
     const { deviceId } = topic;
-    const priority = topic.kind === 'bad_priority' ? undefined : topic.priority;
+    const priority = 'priority' in topic ? topic.priority : undefined;
     const target: ReplyTarget = { deviceId, deadlineMs: expiryDeadline(properties, arrivalMs) };
     const seen: { id: string | null } = { id: null };
     try {
@@ -159,6 +160,10 @@ export class Intake {
     route: ReplyRoute | BridgeError | undefined,
     seen: { id: string | null },
   ): { parsed: DeviceRequest; image?: JobImage; at: Priority } {
+    if (topic.kind === 'bad_image_topic') {
+      seen.id = imageRequestId(topic, properties);
+      throw new BridgeError('invalid_request', topic.problem);
+    }
     if (topic.kind === 'image') {
       seen.id = imageRequestId(topic, properties);
       if (route instanceof BridgeError) throw route;
@@ -173,7 +178,7 @@ export class Intake {
     if (cbor) requireJsonShaped(body);
     if (route instanceof BridgeError) throw route;
     if (topic.kind === 'bad_priority') {
-      throw new BridgeError('invalid_request', `unknown priority "${topic.segment}" (expected critical, high, normal or low)`);
+      throw new BridgeError('invalid_request', unknownPriority(topic.segment));
     }
     return { parsed: plainChatRequest(body) ?? validRequest(body), at: topic.priority };
   }

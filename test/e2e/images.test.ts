@@ -72,6 +72,26 @@ describe.each(BROKER_MODES)('raw camera images (%s broker)', (mode) => {
     expect(h.upstream.requests).toHaveLength(1);
     expect(bad.client.connected).toBe(true);
   });
+
+  it('answers an image on a topic it cannot read with what is wrong, never silence', async () => {
+    h = await startHarness({ CONFIG_FILE: CONFIG }, {}, undefined, { mode });
+    const cam = await h.device('cam-5');
+    await cam.client.publishAsync('devices/cam-5/image/urgent/any-defect/p1', jpeg(5), { qos: 1 });
+    await cam.client.publishAsync('devices/cam-5/image/high/any-defect/p2/extra', jpeg(5), { qos: 1 });
+    await cam.client.publishAsync('devices/cam-5/image/high/any-defect/bad id', jpeg(5), { qos: 1 });
+    await cam.client.publishAsync('devices/cam-5/image/high/any-defect', jpeg(5), { qos: 1 });
+    const errorOf = (r: Reply | undefined) => (r && !r.ok ? r.error : undefined);
+    expect(errorOf((await cam.reply('p1'))[0])).toMatchObject({ code: 'invalid_request', message: 'unknown priority "urgent" (expected critical, high, normal or low)' });
+    const shape = 'an image topic is devices/{id}/image/{priority}/{template}/{requestId}, or devices/{id}/image/{priority} with the MQTT 5 user properties template and id';
+    expect(errorOf((await cam.reply('p2'))[0])).toMatchObject({ code: 'invalid_request', message: shape });
+    const unnamed = await cam.reply(null, { count: 2 });
+    expect(unnamed.map(errorOf)).toEqual([
+      expect.objectContaining({ code: 'invalid_request', message: 'id: must be 1 to 64 characters of A-Za-z0-9._:-' }),
+      expect.objectContaining({ code: 'invalid_request', message: shape }),
+    ]);
+    expect(h.upstream.requests).toHaveLength(0);
+    expect(cam.client.connected).toBe(true);
+  });
 });
 
 describe('raw camera images: cache and dead letters', () => {

@@ -39,6 +39,9 @@ describe('InferRequestSchema: chat', () => {
     expect(violation({ id: 'c2', messages, max_token: 5 })).toBe('unknown field "max_token"');
     expect(violation({ id: 'c2', messages, foo: 1, bar: 2 })).toBe('unknown field "foo", "bar"');
     expect(violation({ id: 'e2', input: 'x', user: 'u' })).toBe('unknown field "user"');
+    expect(violation({ id: 'c2', messages: [{ role: 'bot', content: 'hi' }] })).toBe(
+      'messages.0.role: must be one of system, developer, user, assistant, tool, function',
+    );
     const openai = { user: 'x', n: 2, logprobs: true, top_logprobs: 1, max_completion_tokens: 8, frequency_penalty: 1, presence_penalty: -1, logit_bias: { '7': 1 }, tool_choice: 'none', parallel_tool_calls: true };
     expect(parse({ id: 'c2', messages, ...openai })).toEqual({ id: 'c2', messages, ...openai });
   });

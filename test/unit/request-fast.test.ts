@@ -22,6 +22,7 @@ function variation(next: () => number): unknown {
   const message = (): Record<string, unknown> => {
     const m: Record<string, unknown> = next() < 0.5 ? { role: 'user', content: 'hi' } : { content: 'hi', role: 'system' };
     if (next() < 0.15) m[pick(['role', 'content', 'name', 'tool_call_id'])] = pick(ODD_VALUES);
+    if (next() < 0.1) m['role'] = pick(['assistant', 'tool', 'developer', 'bot', 'User']);
     if (next() < 0.05) delete m['role'];
     return m;
   };

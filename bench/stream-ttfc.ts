@@ -15,6 +15,7 @@ import mqtt, { type MqttClient } from 'mqtt';
 import { Pool } from 'undici';
 import { startServiceProcess } from '../device-sim/service-process.js';
 import { startUpstream } from './e2e/upstream.js';
+import { pct, runsTable, type RowFormat } from './runs-table.js';
 
 const LATENCY_MS = 20;
 const CHUNK_MS = 10;
@@ -205,11 +206,6 @@ async function throughBridge(url: string, rate: number, seconds: number, tag: st
   }
 }
 
-function pct(xs: number[], q: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : (s[Math.min(s.length - 1, Math.floor(s.length * q))] as number);
-}
-
 /** One run's figures at one rate, by row name. */
 function figures(up: Phase, br: Phase): Record<string, number> {
   const [ttft50, ttft99, ttfc50, ttfc99] = [pct(up.first, 0.5), pct(up.first, 0.99), pct(br.first, 0.5), pct(br.first, 0.99)];
@@ -232,41 +228,19 @@ function figures(up: Phase, br: Phase): Record<string, number> {
 }
 
 const COUNTS = new Set(['lost (no reply)', 'error replies', 'no chunk', 'upstream-alone calls failed']);
+const formatOf = (row: string): RowFormat => ({ count: row.startsWith('streams') || COUNTS.has(row), unit: ' ms' });
+const column = (rate: number): string => `${rate} streams/s`;
 
-function median(sorted: number[]): number {
-  const mid = sorted.length / 2;
-  return sorted.length % 2 === 1 ? (sorted[Math.floor(mid)] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-}
-
-function cell(row: string, values: number[]): string {
-  const s = values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
-  if (s.length === 0) return '—';
-  const count = row.startsWith('streams') || COUNTS.has(row);
-  const fmt = (v: number): string => (count ? String(Math.round(v)) : v.toFixed(1));
-  const unit = count ? '' : ' ms';
-  const [lo, hi] = [fmt(s[0] as number), fmt(s[s.length - 1] as number)];
-  const spread = lo === hi ? '' : ` (${lo}–${hi})`;
-  return `${fmt(median(s))}${unit}${spread}`;
-}
-
-function table(rates: number[], runs: Array<Map<number, Record<string, number>>>): string {
-  const rows = Object.keys(runs[0]?.get(rates[0] as number) ?? {});
-  const head = `| median (min–max) of ${runs.length} run${runs.length === 1 ? '' : 's'} | ${rates.map((r) => `${r} streams/s`).join(' | ')} |`;
-  const lines = [head, `| --- |${rates.map(() => ' ---: |').join('')}`];
-  for (const row of rows) lines.push(`| ${row} | ${rates.map((r) => cell(row, runs.map((m) => m.get(r)?.[row] ?? NaN))).join(' | ')} |`);
-  return lines.join('\n');
-}
-
-async function runOnce(run: number, rates: number[], seconds: number): Promise<Map<number, Record<string, number>>> {
+async function runOnce(run: number, rates: number[], seconds: number): Promise<Map<string, Record<string, number>>> {
   const sim = await startUpstream(LATENCY_MS, ['--stream-chunk-ms', String(CHUNK_MS)]);
-  const out = new Map<number, Record<string, number>>();
+  const out = new Map<string, Record<string, number>>();
   try {
     for (const rate of rates) {
       const up = await upstreamAlone(sim.url, rate, seconds, `u${run}-${rate}`);
       log(`run ${run + 1}, ${rate}/s upstream alone: TTFT p50 ${pct(up.first, 0.5).toFixed(1)} p99 ${pct(up.first, 0.99).toFixed(1)} ms, ${up.rate.toFixed(0)}/s, lost ${up.lost}`);
       const br = await throughBridge(sim.url, rate, seconds, `b${run}-${rate}`);
       log(`run ${run + 1}, ${rate}/s bridge: TTFC p50 ${pct(br.first, 0.5).toFixed(1)} p99 ${pct(br.first, 0.99).toFixed(1)} ms, reply p99 ${pct(br.done, 0.99).toFixed(1)} ms, ${br.rate.toFixed(0)}/s, lost ${br.lost}, errors ${br.errors}${br.codes}, no chunk ${br.noChunk} (${br.warmup})`);
-      out.set(rate, figures(up, br));
+      out.set(column(rate), figures(up, br));
     }
     return out;
   } finally {
@@ -282,10 +256,10 @@ async function main(): Promise<void> {
   const seconds = Number(values.seconds);
   const runCount = Number(values.runs);
   if (rates.some((r) => !(r > 0)) || !(seconds > 0) || !(Number.isInteger(runCount) && runCount > 0)) throw new Error('--rates, --seconds and --runs must be positive');
-  const runs: Array<Map<number, Record<string, number>>> = [];
+  const runs: Array<Map<string, Record<string, number>>> = [];
   for (let run = 0; run < runCount; run += 1) runs.push(await runOnce(run, rates, seconds));
   console.log(`Upstream simulator: first byte after ${LATENCY_MS} ms, one event every ${CHUNK_MS} ms; ${DEVICES} devices, QoS 1 requests, ${seconds} s per rate after ${WARMUP_S} s unrecorded.\n`);
-  console.log(table(rates, runs));
+  console.log(runsTable(rates.map(column), runs, formatOf));
 }
 
 await main();

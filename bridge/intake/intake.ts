@@ -35,6 +35,7 @@ import { okReply } from '../results/replies.js';
 import type { Dispatch } from '../scheduling/dispatch.js';
 import type { Templates } from './templates.js';
 import { imageRequestId, readImage } from './image.js';
+import { readId, sniffCborId, sniffId } from './request-id.js';
 import { jobKey, type AdmitResult, type Job, type JobImage, type Store } from '../store/types.js';
 
 export type IntakeConfig = Pick<
@@ -75,12 +76,8 @@ const promptTokensOf = (payloadBytes: number): number => Math.ceil(payloadBytes 
 
 /** Tokens of a default completion when a request names no max_tokens, for the TPM estimate. */
 const DEFAULT_COMPLETION_TOKENS = 256;
-/** An id is echoed in error replies only while it is plausibly the device's own. */
-const MAX_ECHOED_ID = 256;
-const ID_SNIFF_BYTES = 1024;
 /** An image's share of the token estimate: OpenAI counts a high-detail 1024 px image as 765 tokens. */
 const IMAGE_ESTIMATE_BYTES = 765 * 4;
-const CBOR_ID_KEY = Buffer.from([0x62, 0x69, 0x64]);
 /** The route of a CBOR request whose own route was refused: its error reply is CBOR still. */
 const CBOR_ONLY: ReplyRoute = Object.freeze({ format: 'cbor' });
 
@@ -358,34 +355,6 @@ function parseJson(payload: Buffer): unknown {
   } catch {
     throw new BridgeError('invalid_request', 'payload is not valid JSON');
   }
-}
-
-function readId(body: unknown): string | null {
-  if (typeof body !== 'object' || body === null || !('id' in body)) return null;
-  const { id } = body as { id: unknown };
-  return typeof id === 'string' && id.length <= MAX_ECHOED_ID ? id : null;
-}
-
-/** Reads `"id"` from the head of a payload too large to parse, so even that reply names its request. */
-function sniffId(payload: Buffer): string | null {
-  const head = payload.subarray(0, ID_SNIFF_BYTES).toString('utf8');
-  return /"id"\s*:\s*"([A-Za-z0-9._:-]{1,64})"/.exec(head)?.[1] ?? null;
-}
-
-/**
- * The same from CBOR: the text key `id` (0x62 "id") followed by a short text string, read
- * when it is the bytes of a plausible id.
- */
-function sniffCborId(payload: Buffer): string | null {
-  const head = payload.subarray(0, ID_SNIFF_BYTES);
-  const at = head.indexOf(CBOR_ID_KEY);
-  if (at < 0) return null;
-  const header = head[at + CBOR_ID_KEY.length] ?? 0;
-  const short = header >= 0x61 && header <= 0x77;
-  const length = short ? header - 0x60 : header === 0x78 ? (head[at + CBOR_ID_KEY.length + 1] ?? 0) : 0;
-  const start = at + CBOR_ID_KEY.length + (short ? 1 : 2);
-  const id = head.subarray(start, start + length).toString('utf8');
-  return length > 0 && id.length === length && /^[A-Za-z0-9._:-]{1,64}$/.test(id) ? id : null;
 }
 
 /** The request as the schema reads it, or the error that refuses it. */

@@ -100,8 +100,26 @@ export function chargesFor(budgets: Budgets, request: Chargeable, now: number): 
   });
 }
 
+export interface Period {
+  readonly label: string;
+  readonly startMs: number;
+  readonly endMs: number;
+}
+
+/** The latest period found per kind and zone: the requests inside it reuse it rather than read the zone's clock. */
+const CURRENT = new Map<string, Period>();
+
 /** The period of `now` in `timeZone`: its label and when it ends. */
-export function periodAt(period: 'day' | 'month', timeZone: string, now: number): { label: string; startMs: number; endMs: number } {
+export function periodAt(period: 'day' | 'month', timeZone: string, now: number): Period {
+  const key = `${period}\t${timeZone}`;
+  const known = CURRENT.get(key);
+  if (known !== undefined && known.startMs <= now && now < known.endMs) return known;
+  const found = findPeriod(period, timeZone, now);
+  CURRENT.set(key, found);
+  return found;
+}
+
+function findPeriod(period: 'day' | 'month', timeZone: string, now: number): Period {
   const { year, month, day } = localDate(now, timeZone);
   if (period === 'day') {
     const next = new Date(Date.UTC(year, month - 1, day + 1));

@@ -89,8 +89,16 @@ export class RedisSpend {
 
   async settle(settled: Array<{ charge: BudgetCharge; used: number }>): Promise<void> {
     if (settled.length === 0) return;
-    const args = settled.flatMap(({ charge, used }) => [charge.subject, charge.estimate, used]);
-    await this.run('budget-settle', settled.map(({ charge }) => this.key(charge)), args);
+    const { keys, args } = this.settlement(settled);
+    await this.run('budget-settle', keys, args);
+  }
+
+  /** The spend keys and arguments that settle these reservations (lua/includes/spend.lua). */
+  settlement(settled: Array<{ charge: BudgetCharge; used: number }>): { keys: string[]; args: LuaArg[] } {
+    return {
+      keys: settled.map(({ charge }) => this.key(charge)),
+      args: settled.flatMap(({ charge, used }) => [charge.subject, charge.estimate, used]),
+    };
   }
 
   async use(periods: BudgetPeriod[]): Promise<BudgetUse[]> {

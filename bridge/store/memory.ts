@@ -196,7 +196,8 @@ export class MemoryStore implements Store {
   }
 
   async complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void> {
-    if (job.budget?.length) this.spend.settle(settlementOf(job.budget, options.usage));
+    // By the job's first answer only: a stale holder's answer may have come first.
+    if (job.budget?.length && this.records.get(job.key)?.state !== 'done') this.spend.settle(settlementOf(job.budget, options.usage));
     this.records.set(job.key, { state: 'done', reply, expiresAt: now + options.ttlS * 1000 });
     this.dropLease(job.key);
     // As data: a replayed dead letter must not carry the recorded reply of its first life.

@@ -199,13 +199,13 @@ export class RedisStore implements Store {
   }
 
   async complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void> {
-    if (job.budget?.length) await this.spend.settle(settlementOf(job.budget, options.usage));
+    const spend = this.spend.settlement(settlementOf(job.budget ?? [], options.usage)); // by the first answer only (complete.lua)
     const k = this.keys;
     const owner = 'owner' in job && typeof job.owner === 'string' ? job.owner : '';
     const { cache, unlead, usage } = options;
     // The cache entry and the flight are one key: an answer to cache replaces the flight.
     const cacheKey = cache?.key ?? unlead;
-    const keys = [k.idem(job.key), ...(cacheKey === undefined ? [] : [k.cache(cacheKey)])];
+    const keys = [k.idem(job.key), ...(cacheKey === undefined ? [] : [k.cache(cacheKey)]), ...spend.keys];
     const args: LuaArg[] = [
       k.base,
       job.key,
@@ -217,6 +217,8 @@ export class RedisStore implements Store {
       cache ? cacheValue(cache.answer, cache.ttlMs, now) : '',
       cache?.ttlMs ?? 0,
       unlead === undefined ? '0' : '1',
+      spend.keys.length,
+      ...spend.args,
     ];
     await this.completions.run(() => this.run('complete', keys, args));
     if (usage) this.usageBuffer.add(usage, now);

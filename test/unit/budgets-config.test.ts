@@ -31,6 +31,15 @@ describe('budget periods', () => {
     expect([iso(december.startMs), iso(december.endMs)]).toEqual(['2026-12-31T15:00:00.000Z', '2027-01-31T15:00:00.000Z']);
     expect(periodAt('month', 'UTC', at('2026-02-10T00:00:00Z')).endMs).toBe(at('2026-03-01T00:00:00Z'));
   });
+
+  it('reuses the period it found while the clock stays inside it, and finds the next at its very end, either way in time', () => {
+    const day = periodAt('day', 'America/New_York', at('2026-06-10T12:00:00Z'));
+    expect(periodAt('day', 'America/New_York', day.endMs - 1)).toBe(day);
+    expect(periodAt('day', 'America/New_York', day.endMs).label).toBe('2026-06-11');
+    expect(periodAt('day', 'America/New_York', day.startMs - 1).label).toBe('2026-06-09');
+    expect(periodAt('day', 'America/New_York', day.startMs)).toEqual(day);
+    expect(periodAt('day', 'Asia/Tokyo', day.startMs).label).toBe('2026-06-10'); // another zone, its own period
+  });
 });
 
 describe('budget charges', () => {

@@ -8,6 +8,10 @@ ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] job key  ARGV[3] reply JSON 
 ARGV[6] owner or ''  ARGV[7] dead-letter entry JSON, or '' to keep none
 ARGV[8] cache value ('' = none) with ARGV[9] its ttl ms
 ARGV[10] '1' = end this job's coalescing flight (the same key as the cache entry)
+ARGV[11] how many budget reservations the job holds: their spend keys close KEYS, and ARGV[12..]
+  holds them (includes/spend.lua). Settled by the job's first answer only, which turns its
+  record into a string or gives it `x`: a stale holder's answer, the new holder's after it, or
+  a completion retried after a lost Redis answer, never spend twice.
 ]]
 --- @include "keys"
 --- @include "members"
@@ -15,9 +19,14 @@ ARGV[10] '1' = end this job's coalescing flight (the same key as the cache entry
 --- @include "fair"
 --- @include "queue"
 --- @include "flight"
+--- @include "spend"
 
 local key, reply, ttlMs, now, owner = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local kRecord = KEYS[1]
+local charges = tonumber(ARGV[11])
+if charges > 0 and rcall('TYPE', kRecord)['ok'] == 'hash' and rcall('HEXISTS', kRecord, 'x') == 0 then
+  settleSpend(KEYS, ARGV, #KEYS - charges + 1, 12, charges)
+end
 local v = readJob(kRecord, 'o', 'w')
 local held = v[1] ~= '' and v[1] or nil
 if held and unpackOwner(held) ~= owner then

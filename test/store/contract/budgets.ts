@@ -4,7 +4,8 @@
 // a failure); reservations racing each other never take a budget over its limit.
 import { describe, expect, it } from 'vitest';
 import type { BudgetCharge } from '../../../bridge/config/budgets.js';
-import { baseTime, type ContractContext } from './fixtures.js';
+import type { ClaimedJob } from '../../../bridge/store/types.js';
+import { admitAll, baseTime, claimOpts, DONE, makeJob, makeReply, type ContractContext } from './fixtures.js';
 
 const charge = (o: Partial<BudgetCharge> = {}): BudgetCharge => ({
   budget: 'daily',
@@ -51,6 +52,26 @@ export function budgetsContract({ open }: ContractContext): void {
         { budget: 'daily', period: '2026-12-02', subject: 'cam-1', used: 0.05, reserved: 0 },
       ]);
       expect(await store.reserveBudgets([c], now)).toBeUndefined();
+    });
+
+    it('settles a job once, by its first answer: a stale holder answering first, the new holder, a retried completion', async () => {
+      const store = await open();
+      const t = baseTime();
+      const c = charge({ budget: 'once', estimate: 30 });
+      expect(await store.reserveBudgets([c], t)).toBeUndefined();
+      await admitAll(store, [{ ...makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'normal', arrivalMs: t }), budget: [c] }]);
+      const first = (await store.claim(claimOpts({ leaseMs: 1000, owner: 'worker-1' }), t)).jobs[0] as ClaimedJob;
+      await store.reap(3, t + 2000); // worker-1's lease ran out while it still worked
+      const second = (await store.claim(claimOpts({ leaseMs: 1000, owner: 'worker-2' }), t + 2000)).jobs[0] as ClaimedJob;
+      expect(second.key).toBe(first.key);
+      const usage = { deviceId: 'cam-1', model: 'm', priority: 'normal' as const, promptTokens: 7, completionTokens: 5, costUsd: 0 };
+      const reply = makeReply(first);
+      await store.complete(first, reply, { ...DONE, usage }, t + 2100);
+      await store.complete(second, reply, { ...DONE, usage }, t + 2200);
+      await store.complete(second, reply, { ...DONE, usage }, t + 2300);
+      expect(await store.budgetUse([{ budget: 'once', period: '2026-12-02' }])).toEqual([
+        { budget: 'once', period: '2026-12-02', subject: 'cam-1', used: 12, reserved: 0 },
+      ]);
     });
 
     it('never lets reservations racing each other take a budget over its limit', async () => {

@@ -14,6 +14,8 @@ const USAGE = `usage: device-sim --url mqtt://127.0.0.1:1883 --devices 100 --rat
   [--reply-timeout 60] [--prefix sim] [--connect-concurrency 50] [--seed n] [--questions n] [--json]
   [--ttl-ms N]   every request carries ttl_ms N; counts per priority the expired replies and the
                  late ones (more than 100 ms after publish + N)
+  [--stream]     every request carries "stream": true; each device also subscribes to its stream
+                 topic, and the table adds per priority the time from publish to the first chunk
   [--images DIR|generated --template NAME]
                  each request is a raw camera frame (the folder's .jpg/.png/.webp files in turn, or
                  generated frames for the upstream simulator) on devices/{id}/image/..., asking

@@ -18,7 +18,7 @@ export interface FleetArgs extends FleetOptions {
 const MAX_WORKERS = 64;
 const MAX_IDLE = 1_000_000;
 
-/** The options that take a value (and --json). */
+/** The options that take a value (and the flags --json and --stream). */
 const STRING_OPTIONS = [
   'mix', 'qos', 'seed', 'url', 'devices', 'rate', 'duration', 'reply-timeout', 'connect-concurrency',
   'prefix', 'idle', 'workers', 'username', 'password', 'questions', 'ttl-ms', 'images', 'template',
@@ -92,6 +92,7 @@ export function parseFleetArgs(argv: readonly string[]): FleetArgs {
     ...readQuestions(raw('questions')),
     ...(raw('ttl-ms') === undefined ? {} : { ttlMs: num('ttl-ms', 0) }),
     ...readImages(raw('images'), raw('template')),
+    ...(values.stream === true ? { stream: true } : {}),
   };
   const problem = checkFleetOptions(opts) ?? checkRunMode(opts);
   if (problem !== null) throw new UsageError(problem);
@@ -107,6 +108,7 @@ function readCommandLine(argv: readonly string[]): Record<string, string | boole
       options: {
         ...Object.fromEntries(STRING_OPTIONS.map((flag) => [flag, { type: 'string' as const }])),
         json: { type: 'boolean' },
+        stream: { type: 'boolean' },
       },
     }).values;
   } catch (err) {
@@ -131,5 +133,6 @@ function checkRunMode(opts: FleetArgs): string | null {
   if (opts.qos !== 1) return '--workers: the fast fleet sends at QoS 1 only';
   if (opts.questions !== undefined) return '--workers: every request text is distinct; --questions needs --workers 0';
   if (opts.images !== undefined) return '--workers: the fast fleet sends chat requests; --images needs --workers 0';
+  if (opts.stream === true) return '--workers: the fast fleet reads no streams; --stream needs --workers 0';
   return null;
 }

@@ -1,13 +1,17 @@
 // One simulated device of the fleet as MQTT sees it: connect and subscribe to its result
 // topic, the request it publishes, reading a reply, and a clean end.
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
-import { type InferRequest, ReplySchema, topics } from '../contract/index.js';
+import { type InferRequest, ReplySchema, StreamChunkSchema, topics } from '../contract/index.js';
 import type { FleetOptions } from './fleet-options.js';
 import type { Outcome } from './stats.js';
 
 const END_GRACE_MS = 2_000;
 
-export async function connectDevice(opts: FleetOptions, id: string, onMessage: (device: string, payload: Buffer) => void): Promise<MqttClient> {
+export async function connectDevice(
+  opts: FleetOptions,
+  id: string,
+  onMessage: (device: string, topic: string, payload: Buffer) => void,
+): Promise<MqttClient> {
   const connectOpts: IClientOptions = {
     clientId: id,
     clean: true,
@@ -22,9 +26,10 @@ export async function connectDevice(opts: FleetOptions, id: string, onMessage: (
   disableNagle(client);
   client.on('connect', () => disableNagle(client));
   try {
-    client.on('message', (_topic, payload) => onMessage(id, payload));
+    client.on('message', (topic, payload) => onMessage(id, topic, payload));
     // Replies published before the subscription exists would be dropped, so subscribe first.
-    const grants = await client.subscribeAsync(topics.result(id), { qos: 1 });
+    const filters = { [topics.result(id)]: { qos: 1 as const }, ...(opts.stream ? { [topics.stream(id)]: { qos: 0 as const } } : {}) };
+    const grants = await client.subscribeAsync(filters);
     const refused = grants.find((g) => g.qos === 128);
     if (refused !== undefined) throw new Error(`subscription to ${refused.topic} refused by the broker`);
   } catch (err) {
@@ -59,7 +64,7 @@ function disableNagle(client: MqttClient): void {
   if (typeof stream?.setNoDelay === 'function') stream.setNoDelay(true);
 }
 
-export function requestPayload(deviceId: string, seq: number, question: number | undefined, ttlMs?: number): InferRequest {
+export function requestPayload(deviceId: string, seq: number, question: number | undefined, ttlMs?: number, stream?: boolean): InferRequest {
   // Distinct text per request unless asked otherwise, so the bridge's cache does not flatter the numbers.
   const content =
     question === undefined
@@ -67,6 +72,7 @@ export function requestPayload(deviceId: string, seq: number, question: number |
       : `question ${question}: is the part within tolerance?`;
   const request: InferRequest = { id: `${deviceId}-${seq}`, messages: [{ role: 'user', content }], max_tokens: 32 };
   if (ttlMs !== undefined) request.ttl_ms = ttlMs;
+  if (stream === true) request.stream = true;
   return request;
 }
 
@@ -89,4 +95,16 @@ export function readReply(payload: Buffer): { id: string; outcome: Outcome } | n
     return { id: (data as { id: string }).id, outcome: { ok: false, code: 'malformed_reply' } };
   }
   return null;
+}
+
+/** The request a stream chunk starts the text of (`seq` 0 with a `delta`); null for any other chunk or message. */
+export function firstChunkOf(payload: Buffer): string | null {
+  let data: unknown;
+  try {
+    data = JSON.parse(payload.toString('utf8'));
+  } catch {
+    return null;
+  }
+  const parsed = StreamChunkSchema.safeParse(data);
+  return parsed.success && parsed.data.seq === 0 && 'delta' in parsed.data ? parsed.data.id : null;
 }

@@ -37,6 +37,12 @@ export interface FleetOptions {
    * devices/{id}/image/{priority}/{template}/{requestId}, asking `template`; unset = chat requests.
    */
   images?: { frame: (seq: number) => Buffer; template: string };
+  /**
+   * Every request carries `"stream": true`, each device also subscribes to its
+   * devices/{id}/stream, and the report adds per priority the time from publish to the
+   * request's first chunk; unset = no streaming.
+   */
+  stream?: boolean;
   /** Progress lines (connecting, sending, waiting); the CLI sends them to stderr. */
   onProgress?: (line: string) => void;
 }
@@ -105,6 +111,7 @@ export function checkFleetOptions(opts: FleetOptions): string | null {
     return `--prefix: must be 1 to ${MAX_PREFIX_LENGTH} characters of A-Za-z0-9_-, got "${prefix}"`;
   }
   if (opts.password !== undefined && opts.username === undefined) return '--password: needs --username too';
+  if (opts.stream === true && opts.images !== undefined) return '--stream: a raw image is answered on the result topic only; leave out --images';
   if (opts.ttlMs !== undefined && !(Number.isInteger(opts.ttlMs) && opts.ttlMs >= 1)) {
     return `--ttl-ms: must be a positive integer of milliseconds, got ${opts.ttlMs}`;
   }

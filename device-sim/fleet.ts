@@ -3,13 +3,14 @@
 import { performance } from 'node:perf_hooks';
 import type { MqttClient } from 'mqtt';
 import { type Priority, topics } from '../contract/index.js';
-import { connectDevice, endClient, readReply, requestPayload } from './fleet-device.js';
+import { connectDevice, endClient, firstChunkOf, readReply, requestPayload } from './fleet-device.js';
 import { checkFleetOptions, deviceIds, FLEET_DEFAULTS, redactUrl, type FleetOptions } from './fleet-options.js';
 import {
   buildReport,
   emptyTally,
   pickPriority,
   recordFailure,
+  recordFirstChunk,
   recordLost,
   recordReply,
   recordSent,
@@ -113,7 +114,7 @@ async function connectAll(run: Run, ids: string[], concurrency: number): Promise
     while (connectError === null && next < ids.length) {
       const id = ids[next++] as string;
       try {
-        const client = await connectDevice(run.opts, id, (deviceId, payload) => onMessage(run, deviceId, payload));
+        const client = await connectDevice(run.opts, id, (deviceId, topic, payload) => onMessage(run, deviceId, topic, payload));
         run.devices.set(id, { id, client, pending: new Map(), seq: 0 });
       } catch (err) {
         connectError ??= new Error(`device ${id}: ${err instanceof Error ? err.message : String(err)}`);
@@ -134,9 +135,15 @@ function settle(run: Run, device: Device, id: string): Pending | null {
   return p;
 }
 
-function onMessage(run: Run, deviceId: string, payload: Buffer): void {
+function onMessage(run: Run, deviceId: string, topic: string, payload: Buffer): void {
   const now = performance.now();
   const device = run.devices.get(deviceId);
+  if (topic === topics.stream(deviceId)) {
+    // A chunk after its reply, or for an unknown id, finds nothing pending.
+    const p = device?.pending.get(firstChunkOf(payload) ?? '');
+    if (p !== undefined) recordFirstChunk(run.tally, p.priority, now - p.sentAt);
+    return;
+  }
   const reply = readReply(payload);
   if (device === undefined || reply === null) return;
   // Unknown ids and duplicates (already settled) find nothing pending and are ignored.
@@ -172,7 +179,7 @@ function sendOne(run: Run, device: Device): void {
   const { opts, tally, random } = run;
   device.seq += 1;
   const question = opts.questions === undefined ? undefined : Math.floor(random() * opts.questions);
-  const request = requestPayload(device.id, device.seq, question, opts.ttlMs);
+  const request = requestPayload(device.id, device.seq, question, opts.ttlMs, opts.stream);
   const priority = pickPriority(opts.mix, random);
   device.pending.set(request.id, { priority, sentAt: performance.now() });
   run.outstanding += 1;
@@ -215,5 +222,6 @@ function reportConfig(run: Run): ReportConfig {
     replyTimeoutMs: run.replyTimeoutMs,
     prefix: run.prefix,
     ...(opts.ttlMs === undefined ? {} : { ttlMs: opts.ttlMs }),
+    ...(opts.stream === true ? { stream: true as const } : {}),
   };
 }

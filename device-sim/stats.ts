@@ -43,6 +43,8 @@ export interface Row extends ReplyCounts {
   latencyMs: LatencySummary | null;
   /** Replies (ok + errors) per second of the run. */
   achievedRate: number;
+  /** With --stream: publish to the first chunk of text, over the requests that had one (a cached answer has none). */
+  firstChunkMs?: LatencySummary | null;
 }
 
 export interface ReportConfig {
@@ -57,6 +59,8 @@ export interface ReportConfig {
   prefix: string;
   /** The ttl_ms every request carried; absent when none did. */
   ttlMs?: number;
+  /** Every request asked for its text streamed (--stream). */
+  stream?: true;
 }
 
 export interface FleetReport {
@@ -76,6 +80,8 @@ export interface PriorityTally {
   /** Replies after the deadline + LATE_AFTER_DEADLINE_MS (see isLate). */
   late: number;
   latencies: number[];
+  /** Publish to the first stream chunk, per streamed request that had one. */
+  firstChunks: number[];
 }
 
 export type Tally = Record<Priority, PriorityTally>;
@@ -83,7 +89,7 @@ export type Tally = Record<Priority, PriorityTally>;
 export type Outcome = { ok: true } | { ok: false; code: string };
 
 export function emptyTally(): Tally {
-  const make = (): PriorityTally => ({ sent: 0, ok: 0, errors: {}, lost: 0, late: 0, latencies: [] });
+  const make = (): PriorityTally => ({ sent: 0, ok: 0, errors: {}, lost: 0, late: 0, latencies: [], firstChunks: [] });
   return { critical: make(), high: make(), normal: make(), low: make() };
 }
 
@@ -98,6 +104,11 @@ export function recordReply(tally: Tally, priority: Priority, outcome: Outcome, 
   else t.errors[outcome.code] = (t.errors[outcome.code] ?? 0) + 1;
   if (isLate(latencyMs, ttlMs)) t.late += 1;
   t.latencies.push(latencyMs);
+}
+
+/** A streamed request's first chunk of text, `latencyMs` after its publish. */
+export function recordFirstChunk(tally: Tally, priority: Priority, latencyMs: number): void {
+  tally[priority].firstChunks.push(latencyMs);
 }
 
 /** A client-side failure (e.g. the publish itself failed): an error without a latency. */
@@ -137,7 +148,7 @@ function sumValues(record: Record<string, number>): number {
   return Object.values(record).reduce((a, b) => a + b, 0);
 }
 
-function buildRow(parts: readonly PriorityTally[], durationS: number): Row {
+function buildRow(parts: readonly PriorityTally[], durationS: number, stream: boolean): Row {
   const errors: Record<string, number> = {};
   let sent = 0;
   let ok = 0;
@@ -157,14 +168,17 @@ function buildRow(parts: readonly PriorityTally[], durationS: number): Row {
   // Keep error codes in a stable order so JSON output diffs cleanly between runs.
   const sortedErrors = Object.fromEntries(Object.entries(errors).sort(([a], [b]) => a.localeCompare(b)));
   const expired = errors.expired ?? 0;
-  return { sent, ok, errors: sortedErrors, lost, expired, late, latencyMs: summarizeLatencies(latencies), achievedRate };
+  const row: Row = { sent, ok, errors: sortedErrors, lost, expired, late, latencyMs: summarizeLatencies(latencies), achievedRate };
+  if (stream) row.firstChunkMs = summarizeLatencies(parts.flatMap((p) => p.firstChunks));
+  return row;
 }
 
 export function buildReport(tally: Tally, durationS: number, config: ReportConfig): FleetReport {
   const byPriority = {} as Record<Priority, Row>;
-  for (const p of PRIORITIES) byPriority[p] = buildRow([tally[p]], durationS);
+  const stream = config.stream === true;
+  for (const p of PRIORITIES) byPriority[p] = buildRow([tally[p]], durationS, stream);
   return {
-    overall: buildRow(PRIORITIES.map((p) => tally[p]), durationS),
+    overall: buildRow(PRIORITIES.map((p) => tally[p]), durationS, stream),
     byPriority,
     durationS: Math.round(durationS * 1000) / 1000,
     config,
@@ -237,7 +251,9 @@ function formatMs(v: number | undefined): string {
 /** A fixed-width text table: one line per priority, then the overall line; with a ttl, its expired and late columns. */
 export function formatTable(report: FleetReport): string {
   const withTtl = report.config.ttlMs !== undefined;
-  const header = ['priority', 'sent', 'ok', 'errors', 'lost', ...(withTtl ? ['expired', 'late'] : []), 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'rate/s'];
+  const withStream = report.config.stream === true;
+  const header = ['priority', 'sent', 'ok', 'errors', 'lost', ...(withTtl ? ['expired', 'late'] : []), 'p50 ms', 'p95 ms', 'p99 ms', 'max ms'];
+  header.push(...(withStream ? ['chunk p50', 'chunk p99'] : []), 'rate/s');
   const toCells = (name: string, row: Row): string[] => [
     name,
     String(row.sent),
@@ -249,6 +265,7 @@ export function formatTable(report: FleetReport): string {
     formatMs(row.latencyMs?.p95),
     formatMs(row.latencyMs?.p99),
     formatMs(row.latencyMs?.max),
+    ...(withStream ? [formatMs(row.firstChunkMs?.p50), formatMs(row.firstChunkMs?.p99)] : []),
     row.achievedRate.toFixed(1),
   ];
   const rows = [header, ...PRIORITIES.map((p) => toCells(p, report.byPriority[p])), toCells('overall', report.overall)];
@@ -262,7 +279,7 @@ export function formatTable(report: FleetReport): string {
       .trimEnd();
   const rule = widths.map((w) => '-'.repeat(w)).join('  ');
   const c = report.config;
-  const ttl = withTtl ? `, ttl_ms ${c.ttlMs} (late: over ${LATE_AFTER_DEADLINE_MS} ms past it)` : '';
+  const ttl = (withTtl ? `, ttl_ms ${c.ttlMs} (late: over ${LATE_AFTER_DEADLINE_MS} ms past it)` : '') + (withStream ? ', streamed (chunk: publish to first text)' : '');
   const title =
     `device-sim: ${c.devices} devices, ${c.rate} req/s for ${c.durationS} s, qos ${c.qos}, ` +
     `mix ${formatMix(c.mix)}${ttl}, ${c.url} — measured ${report.durationS.toFixed(1)} s`;

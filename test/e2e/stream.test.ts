@@ -4,6 +4,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { StreamChunkSchema, topics, type StreamChunk } from '../../contract/index.js';
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
+import { parseFleetArgs, runFleet } from '../../device-sim/fleet.js';
+import { formatTable } from '../../device-sim/stats.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
 import { ask, okOf, startHarness, type Device, type Harness } from '../helpers/harness.js';
 
@@ -159,3 +161,18 @@ describe('streaming to devices', () => {
     expect(reply).toMatchObject({ ok: false, error: { code: 'invalid_request', message: expect.stringContaining('stream') } });
   });
 });
+
+describe('device-sim --stream', () => {
+  it('asks for every answer streamed, reads each first chunk, and reports it per priority before the reply', async () => {
+    h = await startHarness({}, { streamChunkMs: 20 });
+    const args = parseFleetArgs(['--url', h.url, '--devices', '3', '--rate', '20', '--duration', '0.5', '--stream', '--mix', 'high=1,low=1', '--reply-timeout', '10']);
+    const report = await runFleet(args);
+    expect(report.overall).toMatchObject({ sent: 10, ok: 10, lost: 0, errors: {} });
+    expect(h.upstream.requests.every((r) => (r.body as { stream?: boolean }).stream === true)).toBe(true);
+    const { firstChunkMs, latencyMs } = report.overall;
+    // The answer streams in pieces 20 ms apart, so its first text comes well before its reply.
+    expect(firstChunkMs?.max).toBeLessThan(latencyMs?.p50 ?? 0);
+    expect(formatTable(report)).toMatch(/chunk p50\s+chunk p99/);
+  });
+});
+

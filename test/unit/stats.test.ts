@@ -9,6 +9,7 @@ import {
   pickPriority,
   recordFailure,
   recordLost,
+  recordFirstChunk,
   recordReply,
   recordSent,
   summarizeLatencies,
@@ -171,6 +172,31 @@ describe('ttl_ms: expired and late replies', () => {
     const normal = (lines.find((l) => l.startsWith('normal')) ?? '').split(/\s+/);
     expect(normal.slice(0, 7)).toEqual(['normal', '1', '0', 'expired=1', '0', '1', '1']);
     expect(formatTable(buildReport(tally, 1, config))).not.toMatch(/late|ttl_ms/);
+  });
+
+  it('shows first-chunk columns and says so in the title only when requests were streamed', () => {
+    const tally = emptyTally();
+    recordSent(tally, 'high');
+    recordSent(tally, 'high');
+    recordReply(tally, 'high', { ok: true }, 120);
+    recordReply(tally, 'high', { ok: true }, 130);
+    recordFirstChunk(tally, 'high', 31.5);
+    const report = buildReport(tally, 1, { ...config, stream: true });
+    expect(report.byPriority.high.firstChunkMs).toMatchObject({ p50: 31.5, p99: 31.5 });
+    expect(report.byPriority.low.firstChunkMs).toBeNull();
+    const lines = formatTable(report).split('\n');
+    expect(lines[0]).toContain('streamed (chunk: publish to first text)');
+    expect(lines[1]).toMatch(/max ms\s+chunk p50\s+chunk p99\s+rate\/s$/);
+    expect((lines.find((l) => l.startsWith('high')) ?? '').split(/\s+/).slice(-3)).toEqual(['31.5', '31.5', '2.0']);
+    expect(formatTable(buildReport(tally, 1, config))).not.toMatch(/chunk/);
+    expect(buildReport(tally, 1, config).overall.firstChunkMs).toBeUndefined();
+  });
+
+  it('reads --stream as a flag, refused with --images and with --workers', () => {
+    expect(parseFleetArgs(['--stream']).stream).toBe(true);
+    expect(parseFleetArgs([]).stream).toBeUndefined();
+    expect(() => parseFleetArgs(['--stream', '--images', 'generated', '--template', 't'])).toThrow(/^--stream: a raw image/);
+    expect(() => parseFleetArgs(['--stream', '--workers', '2'])).toThrow(/^--workers: the fast fleet reads no streams/);
   });
 
   it('reads --ttl-ms as a positive integer of milliseconds', () => {

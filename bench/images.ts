@@ -14,10 +14,10 @@ import mqtt, { type MqttClient } from 'mqtt';
 import { startServiceProcess } from '../device-sim/service-process.js';
 import { startUpstream } from './e2e/upstream.js';
 import { cpuSeconds } from './proc.js';
+import { paced } from './pacing.js';
 import { pct, runsTable, type RowFormat } from './runs-table.js';
 
 const DEVICES = 20;
-const TICK_MS = 10;
 const WARMUP_S = 2;
 const DRAIN_MS = 10_000;
 const QUESTION = 'Is there a scratch on this part?';
@@ -86,7 +86,7 @@ async function phase(form: Form, upstreamUrl: string, configFile: string, kb: nu
     devices.push(...(await Promise.all(ids.map((id) => connect(service.mqttPort, id, samples)))));
     const pid = service.child.pid as number;
     let cpuAt = 0;
-    await paced(rate, seconds, (i, recorded) => {
+    await paced(rate, WARMUP_S, seconds, (i, recorded) => {
       if (recorded && cpuAt === 0) cpuAt = cpuSeconds(pid);
       const device = devices[i % DEVICES] as MqttClient;
       const id = `${tag}-${i}`;
@@ -115,22 +115,6 @@ async function phase(form: Form, upstreamUrl: string, configFile: string, kb: nu
     for (const d of devices) d.end(true);
     await service.stop('SIGTERM');
   }
-}
-
-/** Calls send(i, recorded) (rate × (WARMUP_S + seconds)) times, catching up when a tick is late. */
-async function paced(rate: number, seconds: number, send: (i: number, recorded: boolean) => void): Promise<void> {
-  const total = Math.round(rate * (WARMUP_S + seconds));
-  const start = performance.now();
-  let n = 0;
-  await new Promise<void>((resolve) => {
-    const timer = setInterval(() => {
-      const due = Math.min(total, Math.floor(((performance.now() - start) / 1000) * rate));
-      for (; n < due; n += 1) send(n, n >= rate * WARMUP_S);
-      if (n < total) return;
-      clearInterval(timer);
-      resolve();
-    }, TICK_MS);
-  });
 }
 
 async function drain(samples: Sample[]): Promise<void> {

@@ -15,12 +15,12 @@ import mqtt, { type MqttClient } from 'mqtt';
 import { Pool } from 'undici';
 import { startServiceProcess } from '../device-sim/service-process.js';
 import { startUpstream } from './e2e/upstream.js';
+import { paced } from './pacing.js';
 import { pct, runsTable, type RowFormat } from './runs-table.js';
 
 const LATENCY_MS = 20;
 const CHUNK_MS = 10;
 const DEVICES = 100;
-const TICK_MS = 10;
 const WARMUP_S = 3;
 const DRAIN_MS = 5000;
 
@@ -39,23 +39,6 @@ interface Phase {
 interface Sample { at: number; first?: number; done?: number; ok?: boolean; code?: string; chunked: boolean; recorded: boolean }
 
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
-
-/** Calls send(i, recorded) (rate × (WARMUP_S + seconds)) times, catching up when a tick is late. */
-async function paced(rate: number, seconds: number, send: (i: number, recorded: boolean) => void): Promise<void> {
-  const total = Math.round(rate * (WARMUP_S + seconds));
-  const warmup = rate * WARMUP_S;
-  const start = performance.now();
-  let n = 0;
-  await new Promise<void>((resolve) => {
-    const timer = setInterval(() => {
-      const due = Math.min(total, Math.floor(((performance.now() - start) / 1000) * rate));
-      for (; n < due; n += 1) send(n, n >= warmup);
-      if (n < total) return;
-      clearInterval(timer);
-      resolve();
-    }, TICK_MS);
-  });
-}
 
 /** Waits until every sample is answered or DRAIN_MS have passed. */
 async function drain(samples: Sample[]): Promise<void> {
@@ -126,7 +109,7 @@ async function upstreamAlone(url: string, rate: number, seconds: number, tag: st
   const pool = new Pool(base.origin, { connections: 1024 });
   const samples: Sample[] = [];
   try {
-    await paced(rate, seconds, (i, recorded) => {
+    await paced(rate, WARMUP_S, seconds, (i, recorded) => {
       const s: Sample = { at: performance.now(), chunked: false, recorded };
       samples.push(s);
       void streamCall(pool, `${base.pathname}/chat/completions`, `ttfc question ${tag}-${i}`, s);
@@ -190,7 +173,7 @@ async function throughBridge(url: string, rate: number, seconds: number, tag: st
     const ids = Array.from({ length: DEVICES }, (_, i) => `ttfc-${i}`);
     const handler = (topic: string, payload: Buffer): void => onMessage(byId, topic, payload);
     devices.push(...(await Promise.all(ids.map((id) => connectDevice(service.mqttPort, id, handler)))));
-    await paced(rate, seconds, (i, recorded) => {
+    await paced(rate, WARMUP_S, seconds, (i, recorded) => {
       const device = devices[i % DEVICES] as MqttClient;
       const id = `${tag}-${i}`;
       const body = JSON.stringify({ id, messages: [{ role: 'user', content: `ttfc question ${id}` }], stream: true });

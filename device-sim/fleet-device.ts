@@ -78,12 +78,7 @@ export function requestPayload(deviceId: string, seq: number, question: number |
 
 /** The reply's outcome, or null when it is not a reply (unparseable, or no id). */
 export function readReply(payload: Buffer): { id: string; outcome: Outcome } | null {
-  let data: unknown;
-  try {
-    data = JSON.parse(payload.toString('utf8'));
-  } catch {
-    return null;
-  }
+  const data = jsonOf(payload);
   const parsed = ReplySchema.safeParse(data);
   if (parsed.success) {
     const reply = parsed.data;
@@ -99,12 +94,15 @@ export function readReply(payload: Buffer): { id: string; outcome: Outcome } | n
 
 /** The request a stream chunk starts the text of (`seq` 0 with a `delta`); null for any other chunk or message. */
 export function firstChunkOf(payload: Buffer): string | null {
-  let data: unknown;
-  try {
-    data = JSON.parse(payload.toString('utf8'));
-  } catch {
-    return null;
-  }
-  const parsed = StreamChunkSchema.safeParse(data);
+  const parsed = StreamChunkSchema.safeParse(jsonOf(payload));
   return parsed.success && parsed.data.seq === 0 && 'delta' in parsed.data ? parsed.data.id : null;
+}
+
+/** The payload as JSON, or undefined when it is not JSON (which no schema accepts). */
+function jsonOf(payload: Buffer): unknown {
+  try {
+    return JSON.parse(payload.toString('utf8'));
+  } catch {
+    return undefined;
+  }
 }

@@ -3,11 +3,16 @@
 // MQTT 3.1.1 names everything in the topic, MQTT 5 may use user properties. Asserted on what the
 // camera got and what the upstream saw.
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Reply } from '../../contract/index.js';
 import { parseFleetArgs, runFleet } from '../../device-sim/fleet.js';
 import { BROKER_MODES, okOf, startHarness, type Harness } from '../helpers/harness.js';
 import { tempDir } from '../helpers/security.js';
+import type { Redis } from 'ioredis';
+import { redisKeys } from '../../bridge/store/redis-keys.js';
+import { startFleet, type Fleet } from '../helpers/fleet.js';
+import { connectRedis } from '../helpers/redis.js';
 
 const dir = tempDir('eab-images-');
 afterAll(() => dir.remove());
@@ -30,9 +35,12 @@ const jpeg = (fill: number, size = 2000): Buffer =>
 type Body = { messages: Array<{ role: string; content: Array<{ type: string; text?: string; image_url?: { url: string; detail: string } }> }> };
 
 let h: Harness | undefined;
+let fleet: Fleet | undefined;
 afterEach(async () => {
   await h?.close();
   h = undefined;
+  await fleet?.close();
+  fleet = undefined;
 });
 
 describe.each(BROKER_MODES)('raw camera images (%s broker)', (mode) => {
@@ -121,6 +129,51 @@ describe('raw camera images: cache and dead letters', () => {
   });
 });
 
+
+describe('raw camera images on Redis', () => {
+  it('answers an image through instances sharing Redis; once it is answered, no key of the deployment holds its bytes', async () => {
+    fleet = await startFleet(2, { CONFIG_FILE: CONFIG });
+    const cam = await (fleet.instances[0] as Harness).device('cam-9');
+    const frame = jpeg(9, 50_000);
+    await cam.client.publishAsync('devices/cam-9/image/high/any-defect/r1', frame, { qos: 1 });
+    expect(okOf((await cam.reply('r1'))[0]).ok).toBe(true);
+    const base64 = frame.toString('base64');
+    expect((fleet.upstream.requests[0]?.body as Body).messages[0]?.content[1]?.image_url?.url).toBe(`data:image/jpeg;base64,${base64}`);
+    // The reply is published just before the job's record becomes the answer: give it a moment.
+    const redis = connectRedis();
+    try {
+      const holding = async (): Promise<string[]> => {
+        const held = await valuesUnder(redis, redisKeys(fleet?.prefix ?? '').pattern);
+        expect(held.size).toBeGreaterThan(0); // the reply's idempotency record at least
+        return [...held].filter(([, value]) => value.includes(base64.slice(1000, 1100))).map(([key]) => key);
+      };
+      let keys = await holding();
+      for (let i = 0; i < 40 && keys.length > 0; i += 1) keys = await sleep(50).then(holding);
+      expect(keys).toEqual([]);
+    } finally {
+      redis.disconnect();
+    }
+  });
+});
+
+/** Every key matching `pattern`, with its whole value as text (strings, hashes, lists, sets, sorted sets). */
+async function valuesUnder(redis: Redis, pattern: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for await (const keys of redis.scanStream({ match: pattern, count: 1000 })) {
+    for (const key of keys as string[]) {
+      const type = await redis.type(key);
+      const read: Record<string, () => Promise<unknown>> = {
+        string: () => redis.get(key),
+        hash: () => redis.hgetall(key),
+        list: () => redis.lrange(key, 0, -1),
+        set: () => redis.smembers(key),
+        zset: () => redis.zrange(key, '0', '-1'),
+      };
+      out.set(key, JSON.stringify((await read[type]?.()) ?? null));
+    }
+  }
+  return out;
+}
 
 describe('device-sim image mode', () => {
   it('sends a folder of images in turn at a rate, each answered, each reaching the upstream as its data URL', async () => {

@@ -31,7 +31,8 @@ import { BridgeMetrics } from './ops/metrics.js';
 import { readiness, type ReadinessState } from './ops/readiness.js';
 import { statusMessage, StatusTopics } from './ops/status.js';
 import { answerQueuedOnShutdown } from './recovery/shutdown-drain.js';
-import { reloadTemplates, Templates } from './intake/templates.js';
+import { Templates } from './intake/templates.js';
+import { rereadConfigFile, type LiveParts } from './config/reload.js';
 import { Results } from './results/results.js';
 import { Scheduler } from './scheduling/scheduler.js';
 import type { Store } from './store/types.js';
@@ -50,8 +51,8 @@ export interface RunningBridge {
   readonly metrics: BridgeMetrics;
   /** SIGTERM semantics: stop intake, finish or hand back in-flight work, publish offline. */
   shutdown(): Promise<void>;
-  /** SIGHUP: CONFIG_FILE's templates read again; a bad file keeps the ones in use. */
-  reloadTemplates(): void;
+  /** SIGHUP: CONFIG_FILE's templates, weights and budgets read again; a bad file keeps those in use. */
+  reloadConfig(): void;
 }
 
 export interface BridgeOptions {
@@ -82,6 +83,8 @@ interface Core {
   coordination: Coordination;
   upstream: ProviderChain;
   mqtt: MqttPort & { broker?: Broker };
+  /** What SIGHUP replaces: CONFIG_FILE's templates (prepared for rendering), weights and budgets. */
+  live: { templates: Templates } & Omit<LiveParts, 'templates'>;
 }
 
 /**
@@ -105,7 +108,8 @@ export async function startBridge(
     const gate = new IntakeGate();
     const mqtt = await openMqtt(config, identity, gate.handler, log, coordination);
     closers.push('mqtt', () => mqtt.close());
-    return await startPipeline({ config, identity, log, closers, coordination, upstream, mqtt }, gate, options);
+    const live = { templates: new Templates(config.file.templates), weights: config.file.weights, budgets: config.file.budgets };
+    return await startPipeline({ config, identity, log, closers, coordination, upstream, mqtt, live }, gate, options);
   } catch (err) {
     await closers.closeAll().catch(() => undefined);
     throw err;
@@ -159,7 +163,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     providers: () => upstream.health(),
     connectedClients: () => mqtt.clientCount(),
     refusals: () => mqtt.refusals(),
-    budgets: config.file.budgets.limits.length === 0 ? undefined : () => budgetReport(config.file.budgets, store, Date.now()),
+    budgets: () => budgetReport(core.live.budgets, store, Date.now()),
   }, recorder);
   const streamSettings = { flushMs: config.streamFlushMs, flushBytes: config.streamFlushBytes, qos: config.streamQos };
   const results = new Results(mqtt.publish, metrics, Date.now, streamSettings);
@@ -191,8 +195,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     await scheduler.stop(config.shutdownGraceMs);
     await answerQueuedOnShutdown(store, results, log);
   });
-  const templates = new Templates(config.file.templates);
-  const intake = openIntake(core, { results, shedder, scheduler, templates, metrics });
+  const intake = openIntake(core, { results, shedder, scheduler, metrics });
   gate.open(intake, metrics);
   closers.push('intake', async () => {
     await mqtt.quiesce();
@@ -214,7 +217,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     mqtt,
     broker: mqtt.broker,
     metrics,
-    reloadTemplates: () => reloadTemplates(templates, config.configFile, log.child({ module: 'templates' })),
+    reloadConfig: () => reloadLive(core),
     async shutdown() {
       if (stopping) return;
       stopping = true;
@@ -251,7 +254,7 @@ async function openAdmin(
       priorityOffsetsMs: config.priorityOffsetsMs,
       wake: () => scheduler.wake(),
       clientIds: () => mqtt.clientIds(),
-      budgets: config.file.budgets,
+      budgets: () => core.live.budgets,
     }),
   });
   closers.push('admin', () => admin.close());
@@ -316,9 +319,20 @@ function buildShedder({ config, coordination, log }: Core, metrics: BridgeMetric
   });
 }
 
+/** SIGHUP: CONFIG_FILE's templates, weights and budgets read again (config/reload.ts). */
+function reloadLive({ config, live, log }: Core): void {
+  const file = rereadConfigFile(config.configFile, config.file, log);
+  if (!file) return;
+  live.templates.replace(file.templates);
+  live.weights = file.weights;
+  live.budgets = file.budgets;
+  const budgets = file.budgets.limits.map((l) => l.name);
+  log.info({ templates: live.templates.names(), weights: Object.keys(file.weights).length, budgets }, 'CONFIG_FILE reloaded: templates, weights and budgets');
+}
+
 function openIntake(
-  { config, coordination, log }: Core,
-  { results, shedder, scheduler, templates, metrics }: { results: Results; shedder: LoadShedder; scheduler: Scheduler; templates: Templates; metrics: BridgeMetrics },
+  { config, coordination, log, live }: Core,
+  { results, shedder, scheduler, metrics }: { results: Results; shedder: LoadShedder; scheduler: Scheduler; metrics: BridgeMetrics },
 ): Intake {
   const { routing, cache, embeddingModel } = config.file;
   // A priority's route is part of its requests' cache key: serialised once, not per request.
@@ -337,9 +351,16 @@ function openIntake(
     },
     routeOf: (priority) => routes[priority],
     dispatch: scheduler,
-    templates,
-    weightOf: (deviceId) => weightOf(config.file.weights, deviceId),
-    budgets: { budgets: config.file.budgets, prices: config.file.prices, defaultModel: config.upstreamModel, defaultEmbeddingModel: embeddingModel },
+    templates: live.templates,
+    weightOf: (deviceId) => weightOf(live.weights, deviceId),
+    budgets: {
+      get budgets() {
+        return live.budgets;
+      },
+      prices: config.file.prices,
+      defaultModel: config.upstreamModel,
+      defaultEmbeddingModel: embeddingModel,
+    },
     onBudgetRefused: (budget) => metrics.budgetRefused(budget),
   });
 }

@@ -69,12 +69,12 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
-  // Re-reads AUTH_FILE and CONFIG_FILE's templates; connected clients stay (a bad file keeps
-  // the users, or the templates, already loaded).
+  // Re-reads AUTH_FILE and CONFIG_FILE's templates, weights and budgets; connected clients stay
+  // (a bad file keeps the users, or the CONFIG_FILE parts, already loaded).
   process.on('SIGHUP', () => {
     logger.info({ signal: 'SIGHUP' }, 'signal received');
     bridge.mqtt.reloadAuth();
-    bridge.reloadTemplates();
+    bridge.reloadConfig();
   });
 }
 

@@ -3,9 +3,7 @@
 // evaluated), and its model and parameters. Refusals name their cause: an unknown template, a
 // var the template needs and the request lacks, a var the template does not use.
 import { BridgeError, VAR_NAME_PATTERN, type ChatMessage, type ChatRequest, type Priority, type TemplateRequest } from '../../contract/index.js';
-import { parseConfigFile } from '../config/config-file.js';
 import type { Template } from '../config/templates.js';
-import type { Logger } from '../logger.js';
 import { imageRef, type JobImage } from '../store/types.js';
 
 /** `{{name}}` or `{{ name }}`, the name as a request's vars may spell it. */
@@ -83,18 +81,6 @@ function rendered(message: ChatMessage, vars: Record<string, string | number>): 
   if (!Array.isArray(content)) return message;
   const parts = content.map((part) => (part.type === 'text' && typeof part['text'] === 'string' ? { ...part, text: filled(part['text'], vars) } : part));
   return { ...message, content: parts };
-}
-
-/** SIGHUP: `templates` from CONFIG_FILE read again; on any problem the file is named and the old ones stay. */
-export function reloadTemplates(templates: Templates, path: string | undefined, log: Logger): void {
-  if (path === undefined) return;
-  const { file, problems } = parseConfigFile(path);
-  if (!file) {
-    for (const { problem } of problems) log.error({ problem }, `CONFIG_FILE not reloaded, the templates in use stay: ${problem}`);
-    return;
-  }
-  templates.replace(file.templates);
-  log.info({ templates: templates.names() }, 'templates reloaded from CONFIG_FILE');
 }
 
 /** The image as one more part of the last user message (or of a new one, if there is none). */

@@ -15,7 +15,8 @@ export interface AdminApiSources {
   wake(): void;
   /** MQTT clients connected to this instance. */
   clientIds(): string[];
-  budgets: Budgets;
+  /** The CONFIG_FILE budgets in use (SIGHUP may replace them). */
+  budgets: () => Budgets;
 }
 
 export function adminApi({ store, priorityOffsetsMs, wake, clientIds, budgets }: AdminApiSources): AdminApi {
@@ -32,7 +33,7 @@ export function adminApi({ store, priorityOffsetsMs, wake, clientIds, budgets }:
       return store.usage(now - hours * HOUR_MS, now);
     },
     devices: () => devicesOf(clientIds()),
-    budgets: () => budgetReport(budgets, store, Date.now()),
+    budgets: () => budgetReport(budgets(), store, Date.now()),
   };
 }
 

@@ -110,7 +110,7 @@ describe('prompt templates', () => {
     expect(await ask('g1')).toBe('sim answer to: v1 hello Ada');
 
     writeFileSync(path, JSON.stringify({ templates: { greet: { messages: [{ role: 'user', content: 'v2 good day {{name}}' }] } } }));
-    const reloaded = (n: number) => service!.logs.filter((e) => e.msg === 'templates reloaded from CONFIG_FILE').length >= n;
+    const reloaded = (n: number) => service!.logs.filter((e) => e.msg === 'CONFIG_FILE reloaded: templates, weights and budgets').length >= n;
     service.child.kill('SIGHUP');
     expect(await waitUntil(() => reloaded(1), 5000, 20)).toBe(true);
     expect(await ask('g2')).toBe('sim answer to: v2 good day Ada');
@@ -119,5 +119,27 @@ describe('prompt templates', () => {
     service.child.kill('SIGHUP');
     expect(await waitUntil(() => service!.logs.some((e) => String(e.msg).startsWith('CONFIG_FILE not reloaded')), 5000, 20)).toBe(true);
     expect(await ask('g3')).toBe('sim answer to: v2 good day Ada');
+  });
+
+  it('re-reads the budgets on SIGHUP too, and warns that a changed provider setting waits for a restart', async () => {
+    sim = await startUpstreamSim({ port: 0, latencyMs: 5 });
+    const path = `${dir.path}/budgets.json`;
+    const budget = (tokens: number) => ({ limits: [{ name: 'per-device', per: 'device', period: 'day', tokens }] });
+    writeFileSync(path, JSON.stringify({ budgets: budget(10) }));
+    service = await startServiceProcess({ UPSTREAM_URL: sim.url, CONFIG_FILE: path });
+    device = await connectDevice(`mqtt://127.0.0.1:${service.mqttPort}`, 'plc-1');
+    const ask = async (id: string): Promise<Reply | undefined> => {
+      await device?.publish('normal', { id, messages: [{ role: 'user', content: `count ${id}` }], max_tokens: 16 });
+      return (await device!.reply(id))[0];
+    };
+    expect(errorOf(await ask('b1'))).toMatchObject({ code: 'budget_exceeded' });
+
+    writeFileSync(path, JSON.stringify({ budgets: budget(100_000), embeddingModel: 'embed-v2' }));
+    service.child.kill('SIGHUP');
+    const logged = (msg: string) => waitUntil(() => service!.logs.some((e) => String(e.msg).startsWith(msg)), 5000, 20);
+    expect(await logged('CONFIG_FILE reloaded')).toBe(true);
+    expect(await logged("CONFIG_FILE: embeddingModel changed, which a running bridge does not take: restart it to apply them")).toBe(true);
+    expect(okOf(await ask('b2')).ok).toBe(true);
+    expect(sim.requests).toHaveLength(1);
   });
 });

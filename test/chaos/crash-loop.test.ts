@@ -6,12 +6,12 @@
 // queued or live job records).
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { redisKeys } from '../../bridge/store/redis-keys.js';
-import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
-import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
-import { connectChaosDevice, steadyLoad, waitUntil, type ChaosDevice, type SeenReply } from '../helpers/chaos.js';
-import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+import { startServiceProcess } from '../../device-sim/service-process.js';
+import { startUpstreamSim } from '../../upstream-sim/sim.js';
+import { chaosScene, persistentDevices, steadyLoad, waitUntil, type SeenReply } from '../helpers/chaos.js';
+import { connectRedis, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const redis = connectRedis();
 const TIMEOUT_MS = 2000;
@@ -21,22 +21,7 @@ const DEVICES = 4;
 const KILLS = 20;
 const SEND_EVERY_MS = 50; // 20 requests/s
 
-let services: ServiceProcess[] = [];
-let upstream: UpstreamSim | undefined;
-let devices: ChaosDevice[] = [];
-let prefix = '';
-
-afterEach(async () => {
-  await Promise.all(devices.map((d) => d.close().catch(() => undefined)));
-  await Promise.all(services.map((s) => s.stop('SIGKILL')));
-  await upstream?.close();
-  if (prefix) await deletePrefix(redis, prefix);
-  services = [];
-  devices = [];
-  upstream = undefined;
-  prefix = '';
-});
-afterAll(() => redis.disconnect());
+const scene = chaosScene(redis);
 
 /** What a deployment still holds in Redis: anything but finished records, usage, windows and fences. */
 async function leftovers(p: string): Promise<Record<string, number>> {
@@ -64,8 +49,8 @@ async function leftovers(p: string): Promise<Record<string, number>> {
 
 describe('chaos: crash loop', () => {
   it('20 SIGKILLs under load: every acknowledged request answered once, one way, within the takeover bound; nothing left held', { timeout: 180_000 }, async () => {
-    prefix = uniquePrefix('chaos-loop');
-    upstream = await startUpstreamSim({ port: 0, latencyMs: 300 });
+    const prefix = (scene.prefix = uniquePrefix('chaos-loop'));
+    const upstream = (scene.upstream = await startUpstreamSim({ port: 0, latencyMs: 300 }));
     const env = {
       REDIS_URL,
       REDIS_PREFIX: prefix,
@@ -84,12 +69,10 @@ describe('chaos: crash loop', () => {
       OVERLOAD_DELAY_MS: '0',
     };
     let service = await startServiceProcess(env);
-    services.push(service);
+    scene.services.push(service);
     const port = service.mqttPort;
     const tag = randomBytes(3).toString('hex');
-    devices = await Promise.all(
-      Array.from({ length: DEVICES }, (_, i) => connectChaosDevice(port, `loop-${tag}-${i}`, { clean: false, reconnectPeriod: 200 })),
-    );
+    const devices = await persistentDevices(scene, port, `loop-${tag}`, DEVICES);
 
     const load = steadyLoad(devices, SEND_EVERY_MS);
 
@@ -100,7 +83,7 @@ describe('chaos: crash loop', () => {
       kills.push(Date.now());
       await service.exited;
       service = await startServiceProcess({ ...env, MQTT_PORT: String(port) });
-      services.push(service);
+      scene.services.push(service);
     }
     await sleep(3000);
     await load.stop();

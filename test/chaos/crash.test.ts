@@ -2,12 +2,12 @@
 // every request the broker acknowledged is still answered (docs/CONTRACT.md guarantee 1;
 // stalled jobs are taken over; lost = acknowledged but never answered).
 import { randomBytes } from 'node:crypto';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
-import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
-import { connectChaosDevice, upstreamCallsById, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
+import { describe, expect, it } from 'vitest';
+import { startServiceProcess } from '../../device-sim/service-process.js';
+import { startUpstreamSim } from '../../upstream-sim/sim.js';
+import { chaosScene, persistentDevices, upstreamCallsById, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
 import { sleep } from '../helpers/harness.js';
-import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+import { connectRedis, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const redis = connectRedis();
 const TIMEOUT_MS = 2000; // lease = 7 s: work held by the killed instance is taken over within ~7 s + one reap
@@ -15,27 +15,12 @@ const DEVICES = 6;
 const BEFORE_KILL = 40; // requests published while the first instance runs
 const AFTER_KILL = 20; // published while no broker is listening
 
-let services: ServiceProcess[] = [];
-let upstream: UpstreamSim | undefined;
-let devices: ChaosDevice[] = [];
-let prefix = '';
-
-afterEach(async () => {
-  await Promise.all(devices.map((d) => d.close().catch(() => undefined)));
-  await Promise.all(services.map((s) => s.stop('SIGKILL')));
-  await upstream?.close();
-  if (prefix) await deletePrefix(redis, prefix);
-  services = [];
-  devices = [];
-  upstream = undefined;
-  prefix = '';
-});
-afterAll(() => redis.disconnect());
+const scene = chaosScene(redis);
 
 describe('chaos: SIGKILL under load', () => {
   it('answers every acknowledged request after a restart on the same port', { timeout: 30_000 }, async () => {
-    prefix = uniquePrefix('chaos-crash');
-    upstream = await startUpstreamSim({ port: 0, latencyMs: 300 });
+    const prefix = (scene.prefix = uniquePrefix('chaos-crash'));
+    const upstream = (scene.upstream = await startUpstreamSim({ port: 0, latencyMs: 300 }));
     const env = {
       REDIS_URL,
       REDIS_PREFIX: prefix,
@@ -46,13 +31,11 @@ describe('chaos: SIGKILL under load', () => {
       DEVICE_RATE_LIMIT_RPM: '100000',
     };
     const first = await startServiceProcess(env);
-    services.push(first);
+    scene.services.push(first);
     const port = first.mqttPort;
 
     const tag = randomBytes(3).toString('hex');
-    devices = await Promise.all(
-      Array.from({ length: DEVICES }, (_, i) => connectChaosDevice(port, `crash-${tag}-${i}`, { clean: false, reconnectPeriod: 200 })),
-    );
+    const devices = await persistentDevices(scene, port, `crash-${tag}`, DEVICES);
 
     // id → device; an id is also the message content, so the upstream's calls can be counted per id.
     const sent = new Map<string, ChaosDevice>();
@@ -100,7 +83,7 @@ describe('chaos: SIGKILL under load', () => {
     await sleep(300);
 
     const second = await startServiceProcess({ ...env, MQTT_PORT: String(port) });
-    services.push(second);
+    scene.services.push(second);
     expect(second.mqttPort).toBe(port);
 
     const answered = (id: string): boolean => (sent.get(id) as ChaosDevice).replies.some((r) => r.id === id);

@@ -8,35 +8,17 @@
 // it acknowledges before the first bridge has subscribed again has no subscriber and is
 // dropped by Mosquitto itself; that window is measured and printed, not asserted.
 import { randomBytes } from 'node:crypto';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
-import { connectChaosDevice, readyz, waitUntil, type ChaosDevice, type SeenReply } from '../helpers/chaos.js';
+import { chaosScene, persistentDevices, readyz, waitUntil, type ChaosDevice, type SeenReply } from '../helpers/chaos.js';
 import { sleep } from '../helpers/harness.js';
 import { startMosquitto, type Mosquitto } from '../helpers/mosquitto.js';
-import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+import { connectRedis, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const redis = connectRedis();
 
-let services: ServiceProcess[] = [];
-let devices: ChaosDevice[] = [];
-let upstream: UpstreamSim | undefined;
-let mosquitto: Mosquitto | undefined;
-let prefix = '';
-
-afterEach(async () => {
-  await Promise.all(devices.map((d) => d.close().catch(() => undefined)));
-  await Promise.all(services.map((s) => s.stop('SIGKILL')));
-  await upstream?.close();
-  await mosquitto?.close();
-  if (prefix) await deletePrefix(redis, prefix);
-  services = [];
-  devices = [];
-  upstream = undefined;
-  mosquitto = undefined;
-  prefix = '';
-});
-afterAll(() => redis.disconnect());
+const scene = chaosScene(redis);
 
 interface Rig {
   mq: Mosquitto;
@@ -53,14 +35,15 @@ interface Rig {
 /** Mosquitto, the upstream, two bridges of one share group over one Redis prefix, and devices. */
 async function rig(name: string, opts: { latencyMs: number; deviceCount: number; env: Record<string, string> }): Promise<Rig> {
   const tag = randomBytes(3).toString('hex');
-  prefix = uniquePrefix(`ext-${name}`);
-  const mq = (mosquitto = await startMosquitto());
-  const up = (upstream = await startUpstreamSim({ port: 0, latencyMs: opts.latencyMs }));
+  scene.prefix = uniquePrefix(`ext-${name}`);
+  const mq = await startMosquitto();
+  scene.closers.push(() => mq.close());
+  const up = (scene.upstream = await startUpstreamSim({ port: 0, latencyMs: opts.latencyMs }));
   const env = {
     BROKER_URL: mq.url,
     BROKER_SHARE_GROUP: `g-${tag}`,
     REDIS_URL,
-    REDIS_PREFIX: prefix,
+    REDIS_PREFIX: scene.prefix,
     UPSTREAM_URL: up.url,
     RATE_LIMIT_RPM: '1000000',
     DEVICE_RATE_LIMIT_RPM: '1000000',
@@ -69,7 +52,7 @@ async function rig(name: string, opts: { latencyMs: number; deviceCount: number;
   };
   const start = async (instanceId: string): Promise<ServiceProcess> => {
     const s = await startServiceProcess({ ...env, INSTANCE_ID: instanceId });
-    services.push(s);
+    scene.services.push(s);
     // "bridge ready" follows the CONNACK; the SUBACK may come later, and a request published
     // before it would have no subscriber.
     const subscribed = await waitUntil(() => s.logs.some((l) => l.msg === 'subscribed'), 10_000);
@@ -78,9 +61,7 @@ async function rig(name: string, opts: { latencyMs: number; deviceCount: number;
   };
   const ids: [string, string] = [`${name}-${tag}-a`, `${name}-${tag}-b`];
   const bridges = (await Promise.all(ids.map(start))) as [ServiceProcess, ServiceProcess];
-  devices = await Promise.all(
-    Array.from({ length: opts.deviceCount }, (_, i) => connectChaosDevice(mq.port, `${name}-${tag}-d${i}`, { clean: false, reconnectPeriod: 200 })),
-  );
+  const devices = await persistentDevices(scene, mq.port, `${name}-${tag}-d`, opts.deviceCount);
   return { mq, up, ids, bridges, start, devices };
 }
 

@@ -6,35 +6,19 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { leaseMsFor } from '../../bridge/recovery/leases.js';
-import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
+import { startServiceProcess } from '../../device-sim/service-process.js';
 import { startUpstreamSim, type RecordedRequest, type UpstreamSim } from '../../upstream-sim/sim.js';
-import { connectChaosDevice, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
+import { chaosScene, connectChaosDevice, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
 import { sleep } from '../helpers/harness.js';
-import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+import { connectRedis, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const redis = connectRedis();
 const TIMEOUT_MS = 1500;
 const LEASE_MS = leaseMsFor(TIMEOUT_MS); // the scheduler's lease
 
-let services: ServiceProcess[] = [];
-let upstream: UpstreamSim | undefined;
-let devices: ChaosDevice[] = [];
-let prefix = '';
-
-afterEach(async () => {
-  await Promise.all(devices.map((d) => d.close().catch(() => undefined)));
-  for (const s of services) if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGCONT');
-  await Promise.all(services.map((s) => s.stop('SIGKILL')));
-  await upstream?.close();
-  if (prefix) await deletePrefix(redis, prefix);
-  services = [];
-  devices = [];
-  upstream = undefined;
-  prefix = '';
-});
-afterAll(() => redis.disconnect());
+const scene = chaosScene(redis);
 
 const fenceOf = (r: RecordedRequest): number => Number(r.headers['x-lock-fence']);
 const contentOf = (r: RecordedRequest): unknown => (r.body as { messages: Array<{ content: unknown }> }).messages[0]?.content;
@@ -44,7 +28,7 @@ const replyFor = (d: ChaosDevice, id: string) => d.replies.find((r) => r.id === 
 function envFor(up: UpstreamSim, extra: Record<string, string> = {}): Record<string, string> {
   return {
     REDIS_URL,
-    REDIS_PREFIX: prefix,
+    REDIS_PREFIX: scene.prefix,
     UPSTREAM_URL: up.url,
     UPSTREAM_TIMEOUT_MS: String(TIMEOUT_MS),
     RATE_LIMIT_RPM: '100000',
@@ -55,8 +39,8 @@ function envFor(up: UpstreamSim, extra: Record<string, string> = {}): Record<str
 
 describe('chaos: lock leases', () => {
   it('(a) a job whose retries outlive one lease keeps its lock by renewal', { timeout: 30_000 }, async () => {
-    prefix = uniquePrefix('chaos-lease-a');
-    upstream = await startUpstreamSim({ port: 0, latencyMs: 200 });
+    scene.prefix = uniquePrefix('chaos-lease-a');
+    const upstream = (scene.upstream = await startUpstreamSim({ port: 0, latencyMs: 200 }));
     // Five timed-out attempts (5 × 1.5 s plus backoff) hold the lock well past one lease (4.5 s);
     // the sixth attempt is answered.
     upstream.script({ hang: true }, { hang: true }, { hang: true }, { hang: true }, { hang: true });
@@ -66,14 +50,14 @@ describe('chaos: lock leases', () => {
     const configFile = join(configDir, 'config.json');
     writeFileSync(configFile, JSON.stringify({ breaker: { consecutiveFailures: 10 } }));
     const service = await startServiceProcess(envFor(upstream, { MAX_ATTEMPTS: '6', CONFIG_FILE: configFile }));
-    services.push(service);
+    scene.services.push(service);
     const tag = randomBytes(3).toString('hex');
     const device = await connectChaosDevice(service.mqttPort, `lease-${tag}`, { clean: true, reconnectPeriod: 0 });
-    devices.push(device);
+    scene.devices.push(device);
     const lock = `line-${tag}/arm`;
 
     await device.publish('normal', lockRequest('first', lock));
-    await waitUntil(() => upstream!.requests.length >= 1, 5000);
+    await waitUntil(() => upstream.requests.length >= 1, 5000);
     await device.publish('normal', lockRequest('second', lock));
 
     const done = await waitUntil(() => replyFor(device, 'first') !== undefined && replyFor(device, 'second') !== undefined, 20_000);
@@ -100,28 +84,28 @@ describe('chaos: lock leases', () => {
   });
 
   it('(b) a stopped holder loses the lock after its lease, and the next grant has a larger fence', { timeout: 30_000 }, async () => {
-    prefix = uniquePrefix('chaos-lease-b');
-    upstream = await startUpstreamSim({ port: 0, latencyMs: 100 });
+    scene.prefix = uniquePrefix('chaos-lease-b');
+    const upstream = (scene.upstream = await startUpstreamSim({ port: 0, latencyMs: 100 }));
     upstream.script({ hang: true }); // A's call never returns while A is stopped
     const env = envFor(upstream);
     const a = await startServiceProcess(env);
-    services.push(a);
+    scene.services.push(a);
     const tag = randomBytes(3).toString('hex');
     const lock = `line-${tag}/arm`;
     const deviceA = await connectChaosDevice(a.mqttPort, `lease-${tag}`, { clean: false, reconnectPeriod: 0 });
-    devices.push(deviceA);
+    scene.devices.push(deviceA);
 
     await deviceA.publish('normal', lockRequest('held-by-a', lock));
-    expect(await waitUntil(() => upstream!.requests.length >= 1, 5000)).toBe(true);
+    expect(await waitUntil(() => upstream.requests.length >= 1, 5000)).toBe(true);
     const aCall = upstream.requests[0]!;
     a.child.kill('SIGSTOP'); // A holds the lock and stops renewing it
     const stoppedAt = Date.now();
 
     // B starts only now, so it could not have claimed A's request itself.
     const b = await startServiceProcess(env);
-    services.push(b);
+    scene.services.push(b);
     const deviceB = await connectChaosDevice(b.mqttPort, `lease-${tag}.b`, { clean: true, reconnectPeriod: 0 });
-    devices.push(deviceB);
+    scene.devices.push(deviceB);
     await deviceB.publish('normal', lockRequest('sent-to-b', lock));
 
     const granted = await waitUntil(() => replyFor(deviceB, 'sent-to-b') !== undefined, 20_000);

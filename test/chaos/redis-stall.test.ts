@@ -6,42 +6,27 @@
 // two ways, and be ready again by itself.
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
-import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
-import { connectChaosDevice, readyz, steadyLoad, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
-import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
-import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
+import { describe, expect, it } from 'vitest';
+import { startServiceProcess } from '../../device-sim/service-process.js';
+import { startUpstreamSim } from '../../upstream-sim/sim.js';
+import { chaosScene, connectChaosDevice, readyz, steadyLoad, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
+import { connectRedis, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+import { startTcpProxy } from '../helpers/tcp-proxy.js';
 
 const redis = connectRedis();
 const REDIS_TIMEOUT_MS = 2000;
 const STALL_MS = 8000;
 const PARTITION_MS = 5000;
 
-let service: ServiceProcess | undefined;
-let upstream: UpstreamSim | undefined;
-let proxy: TcpProxy | undefined;
-let devices: ChaosDevice[] = [];
-let prefix = '';
-
-afterEach(async () => {
-  await Promise.all(devices.map((d) => d.close().catch(() => undefined)));
-  await service?.stop('SIGKILL');
-  await proxy?.close();
-  await upstream?.close();
-  if (prefix) await deletePrefix(redis, prefix);
-  devices = [];
-  service = upstream = proxy = undefined;
-  prefix = '';
-});
-afterAll(() => redis.disconnect());
+const scene = chaosScene(redis);
 
 describe('chaos: Redis stalls, then partitions, then heals', () => {
   it('is unready and answers `unavailable` promptly while Redis is out of reach, then answers every acknowledged request', { timeout: 90_000 }, async () => {
-    prefix = uniquePrefix('chaos-stall');
-    upstream = await startUpstreamSim({ port: 0, latencyMs: 100 });
-    proxy = await startTcpProxy(Number(new URL(REDIS_URL).port || 6379), new URL(REDIS_URL).hostname);
-    service = await startServiceProcess({
+    const prefix = (scene.prefix = uniquePrefix('chaos-stall'));
+    const upstream = (scene.upstream = await startUpstreamSim({ port: 0, latencyMs: 100 }));
+    const proxy = await startTcpProxy(Number(new URL(REDIS_URL).port || 6379), new URL(REDIS_URL).hostname);
+    scene.closers.push(() => proxy.close());
+    const service = await startServiceProcess({
       REDIS_URL: proxy.url,
       REDIS_PREFIX: prefix,
       UPSTREAM_URL: upstream.url,
@@ -49,18 +34,19 @@ describe('chaos: Redis stalls, then partitions, then heals', () => {
       RATE_LIMIT_RPM: '100000',
       DEVICE_RATE_LIMIT_RPM: '100000',
     });
+    scene.services.push(service);
     const tag = randomBytes(3).toString('hex');
-    devices = await Promise.all([
+    const devices = (scene.devices = await Promise.all([
       connectChaosDevice(service.mqttPort, `stall-${tag}-a`, { clean: true, reconnectPeriod: 200 }),
       connectChaosDevice(service.mqttPort, `stall-${tag}-b`, { clean: false, reconnectPeriod: 200 }),
-    ]);
+    ]));
 
     const load = steadyLoad(devices, 100);
     let probing = true;
     const readiness: Array<[number, number]> = [];
     const prober = (async () => {
       while (probing) {
-        readiness.push([Date.now(), await readyz(service!.httpPort)]);
+        readiness.push([Date.now(), await readyz(service.httpPort)]);
         await sleep(200);
       }
     })();

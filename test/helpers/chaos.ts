@@ -1,8 +1,46 @@
 // Helpers for the chaos tests (test/chaos/): devices with persistent sessions that keep
 // reconnecting to a fixed port, a ledger of what was acknowledged and answered, and small
-// probes (readiness, waiting for a condition).
+// probes (readiness, waiting for a condition), and the scene each test file cleans up.
+import type { Redis } from 'ioredis';
 import mqtt, { type MqttClient } from 'mqtt';
+import { afterAll, afterEach } from 'vitest';
 import { topics } from '../../contract/index.js';
+import type { ServiceProcess } from '../../device-sim/service-process.js';
+import type { UpstreamSim } from '../../upstream-sim/sim.js';
+import { deletePrefix } from './redis.js';
+
+/** What one chaos test started: all stopped after it, whatever happened (chaosScene). */
+export interface ChaosScene {
+  /** The test's Redis key prefix; its keys are deleted after the test. */
+  prefix: string;
+  services: ServiceProcess[];
+  devices: ChaosDevice[];
+  upstream: UpstreamSim | undefined;
+  /** More to stop after the upstream (a broker, a proxy), in this order. */
+  closers: Array<() => Promise<unknown>>;
+}
+
+/**
+ * The file's scene, emptied after each test: devices closed, services continued (one may be
+ * SIGSTOPped) and killed, the upstream and the closers stopped, the prefix's keys deleted;
+ * `redis` is disconnected after the last test.
+ */
+export function chaosScene(redis: Redis): ChaosScene {
+  const empty = (): ChaosScene => ({ prefix: '', services: [], devices: [], upstream: undefined, closers: [] });
+  const scene = empty();
+  afterEach(async () => {
+    const { prefix, services, devices, upstream, closers } = scene;
+    Object.assign(scene, empty());
+    await Promise.all(devices.map((d) => d.close().catch(() => undefined)));
+    for (const s of services) if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGCONT');
+    await Promise.all(services.map((s) => s.stop('SIGKILL')));
+    await upstream?.close();
+    for (const close of closers) await close();
+    if (prefix) await deletePrefix(redis, prefix);
+  });
+  afterAll(() => redis.disconnect());
+  return scene;
+}
 
 /** What a device saw on its result topic, kept raw enough that a malformed reply is visible too. */
 export interface SeenReply {
@@ -85,6 +123,13 @@ export async function connectChaosDevice(port: number, clientId: string, options
     },
     close: () => client.endAsync(true).then(() => undefined),
   };
+}
+
+/** `count` devices `{name}-{i}` on `port`, with persistent sessions that reconnect every 200 ms, kept in the scene. */
+export async function persistentDevices(scene: ChaosScene, port: number, name: string, count: number): Promise<ChaosDevice[]> {
+  const devices = await Promise.all(Array.from({ length: count }, (_, i) => connectChaosDevice(port, `${name}-${i}`, { clean: false, reconnectPeriod: 200 })));
+  scene.devices.push(...devices);
+  return devices;
 }
 
 export { waitUntil } from './wait.js';

@@ -48,6 +48,8 @@ export const PASSTHROUGH_FIELDS = [
 export const MAX_TOOLS = 128;
 /** The tools' definitions as JSON, at most: one request cannot carry megabytes of schema. */
 export const MAX_TOOLS_JSON_CHARS = 65_536;
+/** A response_format as JSON, at most: a json_schema is a schema, not a document. */
+export const MAX_RESPONSE_FORMAT_JSON_CHARS = 65_536;
 /** Choices one request may ask for (`n`): each is paid for. */
 export const MAX_CHOICES = 8;
 
@@ -66,6 +68,22 @@ const ToolSchema = z.looseObject({
     strict: z.boolean().optional(),
   }),
 });
+
+/** OpenAI's structured outputs: `json_schema` names a schema, and is required with that type. */
+const ResponseFormatSchema = z
+  .looseObject({
+    type: z.enum(['text', 'json_object', 'json_schema']),
+    json_schema: z
+      .looseObject({
+        name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 characters of A-Za-z0-9_-'),
+        description: z.string().optional(),
+        schema: z.record(z.string(), z.unknown()).optional(),
+        strict: z.boolean().nullable().optional(),
+      })
+      .optional(),
+  })
+  .refine((f) => f.type !== 'json_schema' || f.json_schema !== undefined, { message: 'type json_schema needs json_schema: {"name", "schema"}', path: ['json_schema'] })
+  .refine((f) => JSON.stringify(f).length <= MAX_RESPONSE_FORMAT_JSON_CHARS, `must be at most ${MAX_RESPONSE_FORMAT_JSON_CHARS} characters of JSON`);
 
 const ToolChoiceSchema = z.union([
   z.enum(['none', 'auto', 'required']),
@@ -99,7 +117,7 @@ export const ChatRequestSchema = z.strictObject(
     temperature: z.number().min(0).max(2).optional(),
     top_p: z.number().min(0).max(1).optional(),
     stop: z.union([z.string(), z.array(z.string()).max(4)]).optional(),
-    response_format: z.looseObject({ type: z.enum(['text', 'json_object', 'json_schema']) }).optional(),
+    response_format: ResponseFormatSchema.optional(),
     seed: z.number().int().optional(),
     tools: z
       .array(ToolSchema)

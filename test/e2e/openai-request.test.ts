@@ -64,6 +64,10 @@ describe('OpenAI chat requests, whole', () => {
     ]);
     expect(two.logprobs).toMatchObject({ content: [{ token: 'sim' }] });
     expect(h.upstream.requests[1]?.body).toMatchObject(extra);
+    const format = { type: 'json_schema', json_schema: { name: 'verdict', strict: true, schema: { type: 'object', properties: { answer: { type: 'string' } } } } };
+    await d.publish('normal', ask('schema', 'Verdict?', { response_format: format }));
+    expect(JSON.parse(okOf((await d.reply('schema'))[0]).content ?? '')).toEqual({ answer: 'sim answer to: Verdict?' });
+    expect(h.upstream.requests[2]?.body).toMatchObject({ response_format: format });
   });
 
   it('never answers a request from the cache of one that differs in a parameter that changes the answer', async () => {
@@ -75,6 +79,7 @@ describe('OpenAI chat requests, whole', () => {
       tools: { tools: [LOOKUP] },
       none: { tools: [LOOKUP], tool_choice: 'none' },
       json: { response_format: { type: 'json_object' } },
+      schema: { response_format: { type: 'json_schema', json_schema: { name: 'v', schema: { type: 'object' } } } },
       n: { n: 2 },
       penalty: { presence_penalty: 1 },
       bias: { logit_bias: { '1': 5 } },

@@ -39,6 +39,14 @@ describe('InferRequestSchema: chat', () => {
     expect(violation({ id: 'c2', messages, max_token: 5 })).toBe('unknown field "max_token"');
     expect(violation({ id: 'c2', messages, foo: 1, bar: 2 })).toBe('unknown field "foo", "bar"');
     expect(violation({ id: 'e2', input: 'x', user: 'u' })).toBe('unknown field "user"');
+    expect(violation({ id: 'c2', messages, response_format: { type: 'json_schema' } })).toBe(
+      'response_format.json_schema: type json_schema needs json_schema: {"name", "schema"}',
+    );
+    expect(violation({ id: 'c2', messages, response_format: { type: 'json_schema', json_schema: { name: 'bad name' } } })).toBe(
+      'response_format.json_schema.name: must be 1 to 64 characters of A-Za-z0-9_-',
+    );
+    const huge = { type: 'json_schema', json_schema: { name: 'big', schema: { description: 'x'.repeat(70_000) } } };
+    expect(violation({ id: 'c2', messages, response_format: huge })).toBe('response_format: must be at most 65536 characters of JSON');
     expect(violation({ id: 'c2', messages: [{ role: 'bot', content: 'hi' }] })).toBe(
       'messages.0.role: must be one of system, developer, user, assistant, tool, function',
     );

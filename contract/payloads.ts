@@ -8,10 +8,13 @@ import { PrioritySchema, REQUEST_ID_PATTERN } from './topics.js';
 const ContentPartSchema = z.looseObject({ type: z.string().min(1) });
 /** OpenAI's chat roles (`function` is its deprecated form of `tool`): any other is refused here, not by the upstream. */
 export const CHAT_ROLES = ['system', 'developer', 'user', 'assistant', 'tool', 'function'] as const;
-export const ChatMessageSchema = z.looseObject({
-  role: z.enum(CHAT_ROLES, { error: `must be one of ${CHAT_ROLES.join(', ')}` }),
-  content: z.union([z.string(), z.array(ContentPartSchema), z.null()]),
-});
+export const ChatMessageSchema = z
+  .looseObject({
+    role: z.enum(CHAT_ROLES, { error: `must be one of ${CHAT_ROLES.join(', ')}` }),
+    content: z.union([z.string(), z.array(ContentPartSchema), z.null()]),
+  })
+  // Without it the upstream refuses the request (a 400) after it was queued and paid a slot.
+  .refine((m) => m.role !== 'tool' || typeof m['tool_call_id'] === 'string', { message: 'a tool message needs tool_call_id', path: ['tool_call_id'] });
 export type ChatMessage = z.infer<typeof ChatMessageSchema>;
 
 /** Fields every request may carry, chat or embeddings. */

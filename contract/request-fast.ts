@@ -42,7 +42,8 @@ function valid(field: string, value: unknown): boolean {
   }
 }
 
-const ROLES: ReadonlySet<unknown> = new Set(CHAT_ROLES);
+// A tool message needs a tool_call_id, which a plain message has not: zod refuses it.
+const ROLES: ReadonlySet<unknown> = new Set(CHAT_ROLES.filter((r) => r !== 'tool'));
 const isRole = (value: unknown): value is (typeof CHAT_ROLES)[number] => ROLES.has(value);
 
 /** A message of a role and a string (or null) content, as ChatMessageSchema writes it; undefined otherwise. */

@@ -47,6 +47,7 @@ describe('InferRequestSchema: chat', () => {
     );
     const huge = { type: 'json_schema', json_schema: { name: 'big', schema: { description: 'x'.repeat(70_000) } } };
     expect(violation({ id: 'c2', messages, response_format: huge })).toBe('response_format: must be at most 65536 characters of JSON');
+    expect(violation({ id: 'c2', messages: [{ role: 'tool', content: '42' }] })).toBe('messages.0.tool_call_id: a tool message needs tool_call_id');
     expect(violation({ id: 'c2', messages: [{ role: 'bot', content: 'hi' }] })).toBe(
       'messages.0.role: must be one of system, developer, user, assistant, tool, function',
     );

@@ -5,6 +5,7 @@
 // machine. Prints the median and spread over the runs as Markdown on stdout, progress on stderr.
 //
 //   node dist/bench/images.js [--kb 100] [--rates 20,100] [--seconds 10] [--runs 3]
+//   another build of the bridge: BENCH_BRIDGE=/path/to/dist/bridge/main.js
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -65,18 +66,21 @@ async function connect(port: number, id: string, samples: Map<string, Sample>): 
 /** One form at one rate on a fresh bridge: its figures by row name. */
 async function phase(form: Form, upstreamUrl: string, configFile: string, kb: number, rate: number, seconds: number, tag: string): Promise<Record<string, number>> {
   const bytes = kb * 1024;
-  const service = await startServiceProcess({
-    UPSTREAM_URL: upstreamUrl,
-    CONFIG_FILE: configFile,
-    // Limits far above the offered rate, no cache, no event-loop guard: every request is measured.
-    OVERLOAD_DELAY_MS: '0',
-    RATE_LIMIT_RPM: '10000000',
-    DEVICE_RATE_LIMIT_RPM: '10000000',
-    MAX_CONCURRENCY: '512',
-    CACHE_TTL_S: '0',
-    MAX_PAYLOAD_BYTES: String(bytes * 2),
-    IMAGE_MAX_BYTES: String(bytes * 2),
-  });
+  const service = await startServiceProcess(
+    {
+      UPSTREAM_URL: upstreamUrl,
+      CONFIG_FILE: configFile,
+      // Limits far above the offered rate, no cache, no event-loop guard: every request is measured.
+      OVERLOAD_DELAY_MS: '0',
+      RATE_LIMIT_RPM: '10000000',
+      DEVICE_RATE_LIMIT_RPM: '10000000',
+      MAX_CONCURRENCY: '512',
+      CACHE_TTL_S: '0',
+      MAX_PAYLOAD_BYTES: String(bytes * 2),
+      IMAGE_MAX_BYTES: String(bytes * 2),
+    },
+    process.env.BENCH_BRIDGE ? { script: process.env.BENCH_BRIDGE } : {},
+  );
   const samples = new Map<string, Sample>();
   const devices: MqttClient[] = [];
   const build: number[] = [];

@@ -10,7 +10,7 @@ import { errorReply, okReply } from '../results/replies.js';
 import type { Results } from '../results/results.js';
 import type { StreamPublisher } from '../results/stream.js';
 import type { ClaimedJob, Lead, Store } from '../store/types.js';
-import { buildUpstreamBody } from '../upstream/body.js';
+import { buildUpstreamBody, inlineImage } from '../upstream/body.js';
 import type { UpstreamCall, UpstreamResult } from '../upstream/client.js';
 import type { QueueWaitSink, SchedulerConfig, SchedulerObserver, Upstream } from './deps.js';
 
@@ -143,7 +143,8 @@ export class JobRunner {
       deviceId: job.deviceId,
       priority: job.priority,
       requestedModel: job.request.model,
-      body: buildUpstreamBody(job.request, isEmbeddingRequest(job.request) ? config.embeddingModel : config.upstreamModel, job.image),
+      body: buildUpstreamBody(job.request, isEmbeddingRequest(job.request) ? config.embeddingModel : config.upstreamModel),
+      inline: inlineImage(job.image),
       headers: lock === undefined ? undefined : { 'X-Lock-Key': lock, 'X-Lock-Fence': String(job.fence) },
       deadline: job.deadlineMs,
       maxAttempts: Math.max(1, config.maxAttempts - job.attempts),

@@ -31,7 +31,7 @@ export type UpstreamBody = ChatBody | EmbeddingsBody;
  * `defaultModel` applies when the request names none: the caller passes UPSTREAM_MODEL for
  * chat and CONFIG_FILE `embeddingModel` for embeddings.
  */
-export function buildUpstreamBody(request: InferRequest, defaultModel: string, image?: JobImage): UpstreamBody {
+export function buildUpstreamBody(request: InferRequest, defaultModel: string): UpstreamBody {
   const model = request.model ?? defaultModel;
   if (isEmbeddingRequest(request)) {
     const body: EmbeddingsBody = { model, input: request.input };
@@ -41,7 +41,7 @@ export function buildUpstreamBody(request: InferRequest, defaultModel: string, i
     }
     return body;
   }
-  const body: ChatBody = { model, messages: image ? withImageData(request.messages, image) : request.messages };
+  const body: ChatBody = { model, messages: request.messages };
   for (const field of PASSTHROUGH_FIELDS) {
     const value = request[field];
     if (value !== undefined) body[field] = value;
@@ -54,19 +54,29 @@ export function isEmbeddingsBody(body: UpstreamBody): body is EmbeddingsBody {
   return 'input' in body && body.input !== undefined;
 }
 
-/** The messages with the image's reference replaced by its data URL, built only for the call. */
-function withImageData(messages: ChatMessage[], image: JobImage): ChatMessage[] {
+/**
+ * A raw camera image as the upstream gets it: its data URL, put into the body's JSON in place
+ * of its reference (`"url":"{ref}"`, which no text can spell unescaped) once the body is JSON,
+ * so the base64 of the image is not scanned again for characters to escape.
+ */
+export interface InlineImage {
+  ref: string;
+  url: string;
+}
+
+export function inlineImage(image: JobImage | undefined): InlineImage | undefined {
+  if (image === undefined) return undefined;
   if (image.base64 === undefined) {
     throw new BridgeError('invalid_request', 'the image of this request was not kept (a replayed dead letter): publish it again');
   }
-  const ref = imageRef(image.sha256);
-  const url = `data:${image.mime};base64,${image.base64}`;
-  return messages.map((m) => {
-    if (!Array.isArray(m.content)) return m;
-    const content = m.content.map((part) => {
-      const target = part['image_url'] as { url?: unknown } | undefined;
-      return part.type === 'image_url' && target?.url === ref ? { ...part, image_url: { ...target, url } } : part;
-    });
-    return { ...m, content };
-  });
+  return { ref: imageRef(image.sha256), url: `data:${image.mime};base64,${image.base64}` };
+}
+
+/** `json` with the image's data URL in place of its reference. */
+export function withInlineImage(json: string, inline: InlineImage | undefined): string {
+  if (inline === undefined) return json;
+  const at = json.indexOf(`"url":"${inline.ref}"`);
+  if (at < 0) return json;
+  const start = at + '"url":"'.length;
+  return json.slice(0, start) + inline.url + json.slice(start + inline.ref.length);
 }

@@ -1,7 +1,7 @@
 // What the scheduler hands the upstream layer, and what it gets back. Kept apart from the
 // implementations (ProviderChain, UpstreamClient) so both share one shape.
 import type { Answer, Priority } from '../../contract/index.js';
-import type { UpstreamBody } from './body.js';
+import type { InlineImage, UpstreamBody } from './body.js';
 
 export interface UpstreamCall {
   requestId: string;
@@ -17,6 +17,8 @@ export interface UpstreamCall {
    * with the one its route and provider call for (see ProviderChain).
    */
   body: UpstreamBody;
+  /** A raw camera image the body names by reference: its data URL goes in when the body is sent. */
+  inline?: InlineImage | undefined;
   /** Extra headers, e.g. X-Lock-Key / X-Lock-Fence. */
   headers?: Record<string, string>;
   /** Epoch ms: no attempt may start at or after it. */

@@ -4,6 +4,7 @@ import { BridgeError } from '../../contract/index.js';
 import { lazyChild, type LazyLog, type Logger } from '../logger.js';
 import { sleep, throwIfAborted } from './abortable.js';
 import { backoffDelayMs, type BackoffOptions } from './backoff.js';
+import { withInlineImage } from './body.js';
 import type { UpstreamCall, UpstreamResult } from './call.js';
 import { chainReadyAt, peek, select, selectNow, type Chosen, type Member } from './candidates.js';
 import type { Outcome, Provider } from './provider.js';
@@ -190,11 +191,11 @@ export class ChainCall {
    * asking for a stream with the usage at its end when the call streams.
    */
   private payloadWith(model: string): { payload: string; model: string } {
-    const { body, stream } = this.req;
+    const { body, stream, inline } = this.req;
     if (stream && this.shape.kind === 'chat') {
-      return { payload: JSON.stringify({ ...body, model, stream: true, stream_options: { include_usage: true } }), model };
+      return { payload: withInlineImage(JSON.stringify({ ...body, model, stream: true, stream_options: { include_usage: true } }), inline), model };
     }
-    return { payload: JSON.stringify(body.model === model ? body : { ...body, model }), model };
+    return { payload: withInlineImage(JSON.stringify(body.model === model ? body : { ...body, model }), inline), model };
   }
 
   private answered(provider: Provider, { completion, ms }: Answered): UpstreamResult {

@@ -9,6 +9,7 @@ import type { Reply } from '../../contract/index.js';
 import { parseFleetArgs, runFleet } from '../../device-sim/fleet.js';
 import { BROKER_MODES, okOf, startHarness, type Harness } from '../helpers/harness.js';
 import { tempDir } from '../helpers/security.js';
+import { http } from '../helpers/admin-http.js';
 import type { Redis } from 'ioredis';
 import { redisKeys } from '../../bridge/store/redis-keys.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
@@ -104,7 +105,7 @@ describe.each(BROKER_MODES)('raw camera images (%s broker)', (mode) => {
 
 describe('raw camera images: cache and dead letters', () => {
   it('answers the same image again from the cache (keyed on its hash); a dead letter keeps its hash and size, never its bytes', async () => {
-    h = await startHarness({ CONFIG_FILE: CONFIG, MAX_ATTEMPTS: '1' });
+    h = await startHarness({ CONFIG_FILE: CONFIG, MAX_ATTEMPTS: '1', ADMIN_TOKEN: 'images-admin-token-0123456789' });
     const cam = await h.device('cam-5');
     await cam.client.publishAsync('devices/cam-5/image/normal/any-defect/c1', jpeg(5), { qos: 1 });
     await cam.client.publishAsync('devices/cam-5/image/normal/any-defect/c2', jpeg(5), { qos: 1 });
@@ -118,6 +119,13 @@ describe('raw camera images: cache and dead letters', () => {
     const [letter] = await h.bridge.store.deadLetters();
     expect(letter?.job.image).toEqual({ mime: 'image/jpeg', sha256: expect.stringMatching(/^[0-9a-f]{64}$/), bytes: 2006 });
     expect(JSON.stringify(letter)).not.toContain(jpeg(6).toString('base64').slice(0, 40));
+    // Replayed, it cannot be asked again without its bytes: the camera is told to publish it again.
+    expect((await http(h.bridge, '/v1/dlq/replay', { method: 'POST', token: 'images-admin-token-0123456789' })).json).toEqual({ replayed: 1 });
+    expect((await cam.reply('d1', { count: 2 }))[1]).toMatchObject({
+      ok: false,
+      error: { code: 'invalid_request', message: 'the image of this request was not kept (a replayed dead letter): publish it again' },
+    });
+    expect(h.upstream.requests).toHaveLength(2);
   });
 
   it('refuses an MQTT 5 image whose Content Type does not match its bytes', async () => {

@@ -25,7 +25,7 @@ const QUESTION = 'Is there a scratch on this part?';
 const FORMS = ['raw', 'json'] as const;
 type Form = (typeof FORMS)[number];
 
-interface Sample { at: number; done?: number; ok?: boolean; recorded: boolean }
+interface Sample { at: number; done?: number; ok?: boolean; code?: string; recorded: boolean }
 
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
 
@@ -53,11 +53,12 @@ async function connect(port: number, id: string, samples: Map<string, Sample>): 
     c.once('error', reject);
   });
   c.on('message', (_topic, payload) => {
-    const reply = JSON.parse(payload.toString()) as { id: string; ok: boolean };
+    const reply = JSON.parse(payload.toString()) as { id: string; ok: boolean; error?: { code?: string } };
     const s = samples.get(reply.id);
     if (s === undefined || s.done !== undefined) return;
     s.done = performance.now() - s.at;
     s.ok = reply.ok;
+    s.code = reply.error?.code;
   });
   await c.subscribeAsync(`devices/${id}/result`, { qos: 1 });
   return c;
@@ -106,6 +107,9 @@ async function phase(form: Form, upstreamUrl: string, configFile: string, kb: nu
     await drain(recorded);
     const cpuUs = ((cpuSeconds(pid) - cpuAt) * 1e6) / recorded.length;
     const ok = recorded.filter((s) => s.ok === true).map((s) => s.done as number);
+    const codes = new Map<string, number>();
+    for (const s of recorded) if (s.code !== undefined) codes.set(s.code, (codes.get(s.code) ?? 0) + 1);
+    if (codes.size > 0) log(`${tag}: error replies by code: ${[...codes].map(([c, n]) => `${c} ${n}`).join(', ')}`);
     return {
       'payload bytes': sentBytes,
       'camera: build the payload, µs': pct(build, 0.5),

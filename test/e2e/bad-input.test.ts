@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ask, BROKER_MODES, startHarness, type Device, type Harness } from '../helpers/harness.js';
+import { waitUntil } from '../helpers/wait.js';
 
 // Every rejection is a reply with a contract code, never silence, and never touches another
 // device: with the embedded broker and with the plant's broker alike.
@@ -56,7 +57,11 @@ describe.each(BROKER_MODES)('bad input (%s broker)', (mode) => {
     try {
       // One request per slot keeps the upstream busy; the short-ttl one waits behind them.
       const blockers = Array.from({ length: 32 }, (_, i) => `block-${i}`);
+      const before = h.upstream.requests.length;
       await Promise.all(blockers.map((id) => bad.publish('critical', ask(id))));
+      // The plant's broker acknowledges before the bridge has them (over several connections,
+      // in any order): wait until every slot is busy upstream, or the short one may take one.
+      expect(await waitUntil(() => h.upstream.requests.length >= before + blockers.length, 5000)).toBe(true);
       await bad.publish('low', ask('short-ttl', 'q', { ttl_ms: 100 }));
       const [reply] = await bad.reply('short-ttl');
       expect(reply).toMatchObject({ id: 'short-ttl', ok: false, priority: 'low', error: { code: 'expired' } });

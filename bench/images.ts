@@ -9,13 +9,12 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import mqtt, { type MqttClient } from 'mqtt';
 import { startServiceProcess } from '../device-sim/service-process.js';
 import { startUpstream } from './e2e/upstream.js';
 import { cpuSeconds } from './proc.js';
-import { paced } from './pacing.js';
+import { drain, paced } from './pacing.js';
 import { pct, runsTable, type RowFormat } from './runs-table.js';
 
 const DEVICES = 20;
@@ -104,7 +103,7 @@ async function phase(form: Form, upstreamUrl: string, configFile: string, kb: nu
       device.publish(topic, payload, { qos: 1 });
     });
     const recorded = [...samples.values()].filter((s) => s.recorded);
-    await drain(recorded);
+    await drain(recorded, DRAIN_MS);
     const cpuUs = ((cpuSeconds(pid) - cpuAt) * 1e6) / recorded.length;
     const ok = recorded.filter((s) => s.ok === true).map((s) => s.done as number);
     const codes = new Map<string, number>();
@@ -125,10 +124,6 @@ async function phase(form: Form, upstreamUrl: string, configFile: string, kb: nu
   }
 }
 
-async function drain(samples: Sample[]): Promise<void> {
-  const deadline = performance.now() + DRAIN_MS;
-  while (performance.now() < deadline && samples.some((s) => s.done === undefined)) await sleep(50);
-}
 
 const COUNTS = new Set(['payload bytes', 'lost (no reply)', 'error replies']);
 const formatOf = (row: string): RowFormat => ({ count: COUNTS.has(row) || row.endsWith('µs'), unit: ' ms' });

@@ -1,5 +1,7 @@
 // Sending at a fixed rate from a timer, as the benches that time single requests do: request
-// i is due at start + i / rate, and a late tick catches up rather than shifting the schedule.
+// i is due at start + i / rate, and a late tick catches up rather than shifting the schedule;
+// then waiting, bounded, for the last answers.
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const TICK_MS = 10;
 
@@ -18,4 +20,10 @@ export async function paced(rate: number, warmupS: number, seconds: number, send
       resolve();
     }, TICK_MS);
   });
+}
+
+/** Waits until every sample is answered (`done` set) or `waitMs` have passed. */
+export async function drain(samples: Array<{ done?: number | undefined }>, waitMs: number): Promise<void> {
+  const deadline = performance.now() + waitMs;
+  while (performance.now() < deadline && samples.some((s) => s.done === undefined)) await sleep(50);
 }

@@ -9,13 +9,12 @@
 //   node dist/bench/stream-ttfc.js [--rates 100,1000] [--seconds 10] [--runs 3]
 //   extra bridge variables: BENCH_ENV='{"STREAM_FLUSH_MS":"0"}'
 //   another build of the bridge: BENCH_BRIDGE=/path/to/dist/bridge/main.js
-import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import mqtt, { type MqttClient } from 'mqtt';
 import { Pool } from 'undici';
 import { startServiceProcess } from '../device-sim/service-process.js';
 import { startUpstream } from './e2e/upstream.js';
-import { paced } from './pacing.js';
+import { drain, paced } from './pacing.js';
 import { pct, runsTable, type RowFormat } from './runs-table.js';
 
 const LATENCY_MS = 20;
@@ -40,11 +39,6 @@ interface Sample { at: number; first?: number; done?: number; ok?: boolean; code
 
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
 
-/** Waits until every sample is answered or DRAIN_MS have passed. */
-async function drain(samples: Sample[]): Promise<void> {
-  const deadline = performance.now() + DRAIN_MS;
-  while (performance.now() < deadline && samples.some((s) => s.done === undefined)) await sleep(50);
-}
 
 function summarize(samples: Sample[]): Phase {
   const rec = samples.filter((s) => s.recorded);
@@ -114,7 +108,7 @@ async function upstreamAlone(url: string, rate: number, seconds: number, tag: st
       samples.push(s);
       void streamCall(pool, `${base.pathname}/chat/completions`, `ttfc question ${tag}-${i}`, s);
     });
-    await drain(samples);
+    await drain(samples, DRAIN_MS);
     return summarize(samples);
   } finally {
     await pool.destroy();
@@ -181,7 +175,7 @@ async function throughBridge(url: string, rate: number, seconds: number, tag: st
       device.publish(`devices/${device.options.clientId}/infer/normal`, body, { qos: 1 });
     });
     const samples = [...byId.values()];
-    await drain(samples);
+    await drain(samples, DRAIN_MS);
     return summarize(samples);
   } finally {
     for (const d of devices) d.end(true);

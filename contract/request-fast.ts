@@ -43,8 +43,9 @@ function valid(field: string, value: unknown): boolean {
 }
 
 // A tool message needs a tool_call_id, which a plain message has not: zod refuses it.
+type PlainRole = Exclude<(typeof CHAT_ROLES)[number], 'tool'>;
 const ROLES: ReadonlySet<unknown> = new Set(CHAT_ROLES.filter((r) => r !== 'tool'));
-const isRole = (value: unknown): value is (typeof CHAT_ROLES)[number] => ROLES.has(value);
+const isRole = (value: unknown): value is PlainRole => ROLES.has(value);
 
 /** A message of a role and a string (or null) content, as ChatMessageSchema writes it; undefined otherwise. */
 function plainMessage(value: unknown): { role: string; content: string | null } | undefined {

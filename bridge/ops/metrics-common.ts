@@ -35,7 +35,7 @@ export interface MetricsSources {
   providers(): Array<{ name: string; circuit: CircuitState }>;
   connectedClients(): number;
   refusals(): BrokerRefusals;
-  /** The CONFIG_FILE budgets' use in their current periods; absent without budgets. */
+  /** The CONFIG_FILE budgets' use in their current periods (none configured: no series). */
   budgets?: (() => Promise<BudgetReport>) | undefined;
 }
 

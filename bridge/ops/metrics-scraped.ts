@@ -107,26 +107,23 @@ function sharedPerScrape<T>(read: () => Promise<T | undefined>): () => Promise<T
 /** Each budget's use in its current period (one store read per scrape, bounded like the queue depth's). */
 export function registerBudgetState(registers: Registry[], read: () => Promise<BudgetReport>): void {
   const reportOfScrape = sharedPerScrape(() => withTimeout(read(), STORE_SCRAPE_TIMEOUT_MS, 'budgets').catch(() => undefined));
-  new Gauge({
-    name: `${PREFIX}budget_used`,
-    help: 'What each CONFIG_FILE budget has used in its current period (tokens or USD), all its devices together',
-    labelNames: ['budget'] as const,
-    registers,
-    async collect() {
-      const report = await reportOfScrape();
-      this.reset();
-      for (const b of report?.budgets ?? []) this.set({ budget: b.name }, b.use.reduce((sum, u) => sum + u.used, 0));
-    },
-  });
-  new Gauge({
-    name: `${PREFIX}budget_fullest_ratio`,
-    help: 'The largest share of its limit (used and reserved) any device, or the fleet, has of each budget; 1 is used up',
-    labelNames: ['budget'] as const,
-    registers,
-    async collect() {
-      const report = await reportOfScrape();
-      this.reset();
-      for (const b of report?.budgets ?? []) this.set({ budget: b.name }, Math.max(0, ...b.use.map((u) => (u.used + u.reserved) / b.limit)));
-    },
-  });
+  const perBudget = (name: string, help: string, valueOf: (b: BudgetReport['budgets'][number]) => number): void => {
+    new Gauge({
+      name: `${PREFIX}${name}`,
+      help,
+      labelNames: ['budget'] as const,
+      registers,
+      async collect() {
+        const report = await reportOfScrape();
+        this.reset();
+        for (const b of report?.budgets ?? []) this.set({ budget: b.name }, valueOf(b));
+      },
+    });
+  };
+  perBudget('budget_used', 'What each CONFIG_FILE budget has used in its current period (tokens or USD), all its devices together', (b) =>
+    b.use.reduce((sum, u) => sum + u.used, 0),
+  );
+  perBudget('budget_fullest_ratio', 'The largest share of its limit (used and reserved) any device, or the fleet, has of each budget; 1 is used up', (b) =>
+    Math.max(0, ...b.use.map((u) => (u.used + u.reserved) / b.limit)),
+  );
 }

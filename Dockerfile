@@ -4,7 +4,7 @@
 #   docker run IMAGE node dist/device-sim/cli.js --url mqtt://host:1883 …
 #   docker run IMAGE node dist/upstream-sim/cli.js --host 0.0.0.0 --port 8080
 
-# ---- build: TypeScript → dist/ (the build also copies bridge/store/lua/*.lua) ----
+# ---- build: TypeScript → dist/ (the build also copies bridge/store/lua and broker/lua) ----
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -16,6 +16,7 @@ COPY broker ./broker
 COPY bridge ./bridge
 COPY device-sim ./device-sim
 COPY upstream-sim ./upstream-sim
+COPY scada-sim ./scada-sim
 COPY bench ./bench
 RUN npm run build
 

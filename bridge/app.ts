@@ -4,6 +4,8 @@ import { randomBytes } from 'node:crypto';
 import type { Broker } from '../broker/broker.js';
 import { PRIORITIES, topics, type Priority, type RequestHandler } from '../contract/index.js';
 import { Closers } from './closers.js';
+import type { Core, Identity } from './core.js';
+import { openDashboard } from './wire-dashboard.js';
 import type { Config } from './config/config.js';
 import { upstreamSettings } from './config/config-file.js';
 import { weightOf } from './config/fair-share.js';
@@ -16,15 +18,8 @@ import { openEmbedded } from './mqtt/embedded.js';
 import { openExternal } from './mqtt/external.js';
 import type { MqttPort } from './mqtt/port.js';
 import { startAdmin, type AdminServer } from './ops/admin.js';
-import { dashboardApi, localDevices } from './ops/dashboard/api.js';
-import { Dashboard, DEFAULT_TICK_MS } from './ops/dashboard/dashboard.js';
-import { FleetSearch } from './ops/dashboard/fleet-search.js';
-import type { DashboardApi } from './ops/dashboard/http.js';
-import type { DeviceView } from './ops/dashboard/model.js';
+import { DEFAULT_TICK_MS } from './ops/dashboard/dashboard.js';
 import { DashboardRecorder } from './ops/dashboard/recorder.js';
-import { redisKeys } from './store/redis-keys.js';
-import { isLoopback } from './config/config.js';
-import { VERSION } from './version.js';
 import { adminApi } from './ops/admin-api.js';
 import { budgetReport } from './ops/budgets-report.js';
 import { BridgeMetrics } from './ops/metrics.js';
@@ -32,12 +27,15 @@ import { readiness, type ReadinessState } from './ops/readiness.js';
 import { statusMessage, StatusTopics } from './ops/status.js';
 import { answerQueuedOnShutdown } from './recovery/shutdown-drain.js';
 import { Templates } from './intake/templates.js';
-import { rereadConfigFile, type LiveParts } from './config/reload.js';
+import { rereadConfigFile } from './config/reload.js';
 import { Results } from './results/results.js';
 import { Scheduler } from './scheduling/scheduler.js';
+import { scadaObserverTopics, wireScada } from './wire-scada.js';
+import type { ScadaOutputs } from './scada/outputs.js';
 import type { Store } from './store/types.js';
-import type { ProviderChain } from './upstream/chain.js';
 import { buildProviderChain } from './upstream/from-config.js';
+import type { ScadaState } from './store/scada-state.js';
+import { startSparkplug } from './wire-sparkplug.js';
 
 export interface RunningBridge {
   readonly instanceId: string;
@@ -49,6 +47,8 @@ export interface RunningBridge {
   /** The embedded broker; undefined with an external one. */
   readonly broker: Broker | undefined;
   readonly metrics: BridgeMetrics;
+  /** What the SCADA outputs share across the fleet (last good answers, the Edge Node's lease, announces). */
+  readonly scadaState: ScadaState;
   /** SIGTERM semantics: stop intake, finish or hand back in-flight work, publish offline. */
   shutdown(): Promise<void>;
   /** SIGHUP: CONFIG_FILE's templates, weights and budgets read again; a bad file keeps those in use. */
@@ -60,32 +60,11 @@ export interface BridgeOptions {
   metricsIntervalMs?: number;
   /** How often the operator dashboard takes a point (default 2000; tests use less). */
   dashboardTickMs?: number;
+  /** The Sparkplug Edge Node's lease lifetime (default 6000; tests use less). */
+  sparkplugLeaseTtlMs?: number;
 }
 
 const DEFAULT_METRICS_INTERVAL_MS = 5000;
-
-interface Identity {
-  instanceId: string;
-  /**
-   * Leases name the process, not the instance: a restarted INSTANCE_ID must never renew or
-   * complete what its predecessor (perhaps only paused) still holds.
-   */
-  owner: string;
-  since: string;
-}
-
-/** The parts every later part is wired to. */
-interface Core {
-  config: Config & { upstreamUrl: string };
-  identity: Identity;
-  log: Logger;
-  closers: Closers;
-  coordination: Coordination;
-  upstream: ProviderChain;
-  mqtt: MqttPort & { broker?: Broker };
-  /** What SIGHUP replaces: CONFIG_FILE's templates (prepared for rendering), weights and budgets. */
-  live: { templates: Templates } & Omit<LiveParts, 'templates'>;
-}
 
 /**
  * `upstreamUrl` must be resolved by the caller (main starts the simulator when it is unset).
@@ -108,8 +87,10 @@ export async function startBridge(
     const gate = new IntakeGate();
     const mqtt = await openMqtt(config, identity, gate.handler, log, coordination);
     closers.push('mqtt', () => mqtt.close());
+    const sparkplug = await startSparkplug({ config, instanceId, owner: identity.owner, mqtt, state: coordination.scada, log, leaseTtlMs: options.sparkplugLeaseTtlMs });
+    if (sparkplug) closers.push('sparkplug', () => sparkplug.stop());
     const live = { templates: new Templates(config.file.templates), weights: config.file.weights, budgets: config.file.budgets };
-    return await startPipeline({ config, identity, log, closers, coordination, upstream, mqtt, live }, gate, options);
+    return await startPipeline({ config, identity, log, closers, coordination, upstream, mqtt, live, sparkplug }, gate, options);
   } catch (err) {
     await closers.closeAll().catch(() => undefined);
     throw err;
@@ -117,7 +98,7 @@ export async function startBridge(
 }
 
 async function openStore(config: Config, log: Logger, closers: Closers, store: Store | undefined): Promise<Coordination> {
-  const coordination = store ? memoryCoordination(store) : await openCoordination(config, log);
+  const coordination = store ? memoryCoordination(store, config) : await openCoordination(config, log);
   closers.push('store', async () => {
     await coordination.store.close();
     await coordination.close();
@@ -136,7 +117,9 @@ async function openMqtt(
   const { brokerUrl } = config;
   if (brokerUrl === undefined) {
     try {
-      return await openEmbedded(config, onRequest, log, coordination.plugins);
+      // A CONNECT while Redis is unreachable is refused at once rather than left waiting for the sessions.
+      const brokerConfig = { ...config, observerTopics: scadaObserverTopics(config) };
+      return await openEmbedded(brokerConfig, onRequest, log, coordination.plugins, { available: () => coordination.healthy() });
     } catch (err) {
       await coordination.plugins?.close(); // the broker owns the plugins only once it started
       throw err;
@@ -157,16 +140,8 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
   const { store } = coordination;
   let stopping = false;
   const recorder = new DashboardRecorder(identity.instanceId);
-  const metrics = new BridgeMetrics({
-    queueDepth: () => store.queueDepth(),
-    inFlight: (): number => scheduler.inFlight,
-    providers: () => upstream.health(),
-    connectedClients: () => mqtt.clientCount(),
-    refusals: () => mqtt.refusals(),
-    budgets: () => budgetReport(core.live.budgets, store, Date.now()),
-  }, recorder);
-  const streamSettings = { flushMs: config.streamFlushMs, flushBytes: config.streamFlushBytes, qos: config.streamQos };
-  const results = new Results(mqtt.publish, metrics, Date.now, streamSettings);
+  const metrics = buildMetrics(core, recorder, { inFlight: () => scheduler.inFlight, scada: () => scada });
+  const { results, scada } = buildResults(core, metrics);
   const shedder = buildShedder(core, metrics, () => scheduler);
   const { prices, embeddingModel } = config.file;
   const scheduler: Scheduler = new Scheduler(
@@ -217,6 +192,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     mqtt,
     broker: mqtt.broker,
     metrics,
+    scadaState: coordination.scada,
     reloadConfig: () => reloadLive(core),
     async shutdown() {
       if (stopping) return;
@@ -226,6 +202,37 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
       log.info('stopped');
     },
   };
+}
+
+/** The metrics, reading the parts started after them (the scheduler, the SCADA outputs) when scraped. */
+function buildMetrics(
+  { coordination: { store }, upstream, mqtt, live, sparkplug }: Core,
+  recorder: DashboardRecorder,
+  later: { inFlight(): number; scada(): ScadaOutputs | undefined },
+): BridgeMetrics {
+  return new BridgeMetrics({
+    queueDepth: () => store.queueDepth(),
+    inFlight: () => later.inFlight(),
+    providers: () => upstream.health(),
+    connectedClients: () => mqtt.clientCount(),
+    refusals: () => mqtt.refusals(),
+    sessions: () => mqtt.broker?.sessions,
+    deadLettersDropped: () => store.deadLetters.dropped(),
+    budgets: () => budgetReport(live.budgets, store, Date.now()),
+    scada: () => {
+      const scada = later.scada();
+      return scada && { ...scada.counts, sparkplugPublishing: sparkplug?.node.publishing };
+    },
+  }, recorder);
+}
+
+/** Where replies leave, and the SCADA outputs (UNS, Sparkplug) every template reply also goes to. */
+function buildResults(core: Core, metrics: BridgeMetrics): { results: Results; scada: ScadaOutputs | undefined } {
+  const { config, coordination, mqtt, log, closers } = core;
+  const streamSettings = { flushMs: config.streamFlushMs, flushBytes: config.streamFlushBytes, qos: config.streamQos };
+  const sparkplug = core.sparkplug !== undefined;
+  const scada = wireScada({ config, state: coordination.scada, publish: mqtt.publish, templates: core.live.templates, logger: log, closers, sparkplug });
+  return { results: new Results(mqtt.publish, metrics, Date.now, streamSettings, scada), scada };
 }
 
 /** The admin HTTP: /healthz, /readyz, /metrics, the operator API and the dashboard. */
@@ -260,47 +267,6 @@ async function openAdmin(
   closers.push('admin', () => admin.close());
   httpPort = admin.port;
   return admin;
-}
-
-/** The dashboard's ticks (closed after the admin HTTP, which serves them) and its data. */
-async function openDashboard(
-  { config, identity, log, closers, coordination, upstream, mqtt }: Core,
-  { recorder, tickMs, readiness, inFlight }: { recorder: DashboardRecorder; tickMs: number; readiness(): ReadinessState; inFlight(): number },
-): Promise<DashboardApi> {
-  const { instanceId } = identity;
-  const dashboard = new Dashboard({
-    instance: instanceId,
-    version: VERSION,
-    startedAt: Date.parse(identity.since),
-    store: coordination.store,
-    reports: coordination.reports,
-    recorder,
-    upstream,
-    readiness,
-    inFlight,
-    connectedClients: () => mqtt.clientCount(),
-    tickMs,
-    logger: log.child({ module: 'dashboard' }),
-  });
-  dashboard.start();
-  closers.push('dashboard', async () => dashboard.stop());
-  const clientIds = (): string[] => mqtt.clientIds();
-  const local = (query: string): DeviceView[] => localDevices({ recorder, clientIds, instance: instanceId }, query);
-  const { redis } = coordination;
-  const search = redis
-    ? await FleetSearch.open({ redis, channel: redisKeys(config.redisPrefix).deviceQuery, instance: instanceId, local, instances: () => coordination.instances(), logger: log })
-    : undefined;
-  if (search) closers.push('dashboard search', () => search.close());
-  return dashboardApi({
-    dashboard,
-    store: coordination.store,
-    recorder,
-    instance: instanceId,
-    clientIds,
-    tokenSet: config.adminToken !== undefined,
-    loopback: isLoopback(config.httpHost),
-    ...(search ? { askFleet: (q: string) => search.ask(q) } : {}),
-  });
 }
 
 /** Load shedding at admission: event-loop delay, pending admissions and, when set, queue wait. */
@@ -362,5 +328,6 @@ function openIntake(
       defaultEmbeddingModel: embeddingModel,
     },
     onBudgetRefused: (budget) => metrics.budgetRefused(budget),
+    onReplyDropped: () => metrics.refusalReplyDropped(),
   });
 }

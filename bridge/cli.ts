@@ -1,33 +1,37 @@
 #!/usr/bin/env node
-// `npx edge-ai-bridge [start|version|help]`: the installed command around the service.
-import { OPS_USAGE } from './ops/ops-cli.js';
+// `npx edge-ai-bridge [command]`: the installed command around the service (help: bridge/ops/help.ts).
+import { COMMANDS_USAGE, helpText } from './ops/help.js';
 import { VERSION } from './version.js';
 
-const USAGE = `usage: edge-ai-bridge [start | dlq … | usage … | budgets | hash-password | version | help]
-  start     run the service (the default; configured by environment variables, see README)
-${OPS_USAGE}
-  hash-password
-            read a password from stdin, print its scrypt hash for AUTH_FILE
-  version   print the version`;
-
 const command = process.argv[2] ?? 'start';
+const args = process.argv.slice(3);
 switch (command) {
   case 'start':
     await import('./main.js');
     break;
+  case 'check': {
+    const { runCheck } = await import('./ops/check-cli.js');
+    runCheck();
+    break;
+  }
+  case 'health': {
+    const { runHealth } = await import('./ops/health-cli.js');
+    await runHealth(args);
+    break;
+  }
   case 'dlq': {
     const { runDlq } = await import('./ops/ops-cli.js');
-    await runDlq(process.argv.slice(3));
+    await runDlq(args);
     break;
   }
   case 'usage': {
     const { runUsage } = await import('./ops/ops-cli.js');
-    await runUsage(process.argv.slice(3));
+    await runUsage(args);
     break;
   }
   case 'budgets': {
     const { runBudgets } = await import('./ops/ops-cli.js');
-    await runBudgets();
+    await runBudgets(args);
     break;
   }
   case 'hash-password': {
@@ -41,9 +45,10 @@ switch (command) {
     break;
   case 'help':
   case '--help':
-    process.stdout.write(`${USAGE}\n`);
+  case '-h':
+    process.stdout.write(helpText());
     break;
   default:
-    process.stderr.write(`edge-ai-bridge: unknown command "${command}"\n${USAGE}\n`);
+    process.stderr.write(`edge-ai-bridge: unknown command "${command}"\n${COMMANDS_USAGE}\n`);
     process.exit(2);
 }

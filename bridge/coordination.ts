@@ -13,7 +13,10 @@ import { MemoryStore } from './store/memory.js';
 import { RedisStore, type RedisStoreOptions } from './store/redis.js';
 import { RedisHealth } from './store/redis-health.js';
 import { redisKeys } from './store/redis-keys.js';
-import type { Store } from './store/types.js';
+import { MemoryScadaState } from './store/memory-scada-state.js';
+import { RedisScadaState } from './store/redis-scada-state.js';
+import { SCADA_RECORD_MAX_BYTES, type ScadaState, type ScadaStateBounds } from './store/scada-state.js';
+import type { DeadLetterBounds, Store } from './store/types.js';
 
 export interface Coordination {
   kind: 'memory' | 'redis';
@@ -26,6 +29,8 @@ export interface Coordination {
   healthy(): boolean;
   /** Each instance's latest operator-dashboard report. */
   reports: InstanceReports;
+  /** The SCADA outputs' last good answers, Sparkplug bdSeq and lease, and events across instances. */
+  scada: ScadaState;
   /** Bridge instances sharing this queue, this one included; undefined when unknown. */
   instances(): number | undefined;
   /** Closes what the broker does not (the broker closes the plugins). */
@@ -34,17 +39,41 @@ export interface Coordination {
 
 const CONNECT_TIMEOUT_MS = 10_000;
 
+type DeadLetterVariables = 'dlqMax' | 'dlqMaxBytes' | 'dlqTtlS';
+const deadLetterBounds = (config: Pick<Config, DeadLetterVariables>): DeadLetterBounds => ({
+  max: config.dlqMax,
+  maxBytes: config.dlqMaxBytes,
+  ttlS: config.dlqTtlS,
+});
+
+type ScadaVariables = 'scadaMaxTags' | 'scadaTagTtlS';
+const scadaBounds = (config: Partial<Pick<Config, ScadaVariables>>): ScadaStateBounds => ({
+  maxEntries: config.scadaMaxTags ?? 10_000,
+  maxRecordBytes: SCADA_RECORD_MAX_BYTES,
+  ttlS: config.scadaTagTtlS ?? 604_800,
+});
+
 /** One instance on an in-process store (no REDIS_URL, or a store a test supplies). */
-export function memoryCoordination(store: Store): Coordination {
-  return { kind: 'memory', store, plugins: undefined, reports: new MemoryReports(), healthy: () => true, instances: () => 1, close: async () => {} };
+export function memoryCoordination(store: Store, config: Partial<Pick<Config, ScadaVariables>> = {}): Coordination {
+  const scada = new MemoryScadaState(scadaBounds(config));
+  return {
+    kind: 'memory',
+    store,
+    plugins: undefined,
+    reports: new MemoryReports(),
+    scada,
+    healthy: () => true,
+    instances: () => 1,
+    close: () => scada.close(),
+  };
 }
 
 export async function openCoordination(
-  config: Pick<Config, 'redis' | 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas' | 'brokerUrl' | 'fairShare'>,
+  config: Pick<Config, 'redis' | 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas' | 'brokerUrl' | 'fairShare' | DeadLetterVariables | ScadaVariables>,
   logger: Logger,
 ): Promise<Coordination> {
   if (config.redis === undefined) {
-    return memoryCoordination(new MemoryStore({ fairShare: config.fairShare }));
+    return memoryCoordination(new MemoryStore({ fairShare: config.fairShare, deadLetters: deadLetterBounds(config) }), config);
   }
   const log = logger.child({ module: 'redis' });
   const { redis, store, health, admissions } = await openRedisStore(config, config.redis, log);
@@ -78,15 +107,18 @@ export async function openCoordination(
     disconnect();
     throw err;
   }
+  const scada = new RedisScadaState(redis, { prefix: config.redisPrefix, bounds: scadaBounds(config), logger: log });
   return {
     kind: 'redis',
     store,
     plugins,
     redis,
     reports: new RedisReports(redis, redisKeys(config.redisPrefix).reports),
+    scada,
     healthy: () => health.healthy(),
     instances: () => presence.instances,
     async close() {
+      await scada.close();
       // Only now, with the broker closed: until then other instances must keep publishing through Redis.
       await presence.leave();
       health.stop();
@@ -98,7 +130,7 @@ export async function openCoordination(
 
 /** Connects, checks the server (version, eviction policy) and moves an older version's keys. */
 async function openRedisStore(
-  config: Pick<Config, 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas' | 'fairShare'>,
+  config: Pick<Config, 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas' | 'fairShare' | DeadLetterVariables>,
   endpoint: RedisEndpoint,
   log: Logger,
 ): Promise<{ redis: Redis; store: RedisStore; health: RedisHealth; admissions: Redis | undefined }> {
@@ -137,7 +169,7 @@ async function openRedisStore(
   let store: RedisStore;
   try {
     replicas = await replicasOption(config.redisWaitReplicas, () => connection(`edge-ai-bridge:${prefix}:admissions`), timeoutMs, log);
-    store = new RedisStore(redis, { prefix, health, replicas, fairShare: config.fairShare });
+    store = new RedisStore(redis, { prefix, health, replicas, fairShare: config.fairShare, deadLetters: deadLetterBounds(config) });
     moved = await store.upgrade(Date.now());
   } catch (err) {
     health.stop();

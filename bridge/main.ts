@@ -4,6 +4,8 @@ import { ConfigError, ListenError } from '../contract/index.js';
 import { startUpstreamSim, type UpstreamSim } from '../upstream-sim/sim.js';
 import { startBridge, type RunningBridge } from './app.js';
 import { loadConfig, isLoopback, type Config } from './config/config.js';
+import { infoRequested } from './ops/help.js';
+import { findTypos, typoMessage } from './config/typos.js';
 import { createLogger } from './logger.js';
 
 /** Exit 2 with one line per problem, each naming what to fix. */
@@ -28,6 +30,7 @@ async function main(): Promise<void> {
   // V8 reads the flag at every collection, so it takes effect when set here.
   if (config.heapGrowingPercent > 0) setFlagsFromString(`--heap-growing-percent=${config.heapGrowingPercent}`);
   const logger = createLogger(config.logLevel);
+  for (const typo of findTypos(process.env)) logger.warn(typo, typoMessage(typo));
   if (!isLoopback(config.mqttHost) && config.allowAnonymous) {
     logger.warn({ host: config.mqttHost }, 'ALLOW_ANONYMOUS=true on a non-loopback listener: any device on the network may connect');
   }
@@ -78,7 +81,12 @@ async function main(): Promise<void> {
   });
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`edge-ai-bridge: failed to start: ${err instanceof Error ? err.stack : String(err)}\n`);
-  process.exit(1);
-});
+// `npm start -- --help` (or --version) prints and starts nothing; `edge-ai-bridge start` passes "start" first.
+const info = infoRequested(process.argv.slice(2));
+if (info !== undefined) process.stdout.write(info);
+else {
+  main().catch((err: unknown) => {
+    process.stderr.write(`edge-ai-bridge: failed to start: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  });
+}

@@ -6,14 +6,21 @@ import { mayPublish, maySubscribe } from './acl.js';
 import type { BrokerContext } from './context.js';
 import { writeRefusal } from './puback-refusal.js';
 import type { SubscriptionLimit } from './subscription-limit.js';
+import { loggedTopic, topicTooLong } from './topic-length.js';
 
 type AccessHooks = Required<Pick<AedesOptions, 'authorizePublish' | 'authorizeSubscribe'>>;
 type PublishCallback = Parameters<AccessHooks['authorizePublish']>[2];
 type SubscribeCallback = Parameters<AccessHooks['authorizeSubscribe']>[2];
 
-export function accessHooks(ctx: BrokerContext, onRequest: RequestHandler, subscriptions: SubscriptionLimit): AccessHooks {
+/** `maxTopicLength`: MAX_TOPIC_LENGTH, checked before the topic rules (a refusal logs only its start). */
+export function accessHooks(ctx: BrokerContext, onRequest: RequestHandler, subscriptions: SubscriptionLimit, maxTopicLength: number): AccessHooks {
   return {
     authorizePublish(client, packet, callback) {
+      if (topicTooLong(packet.topic, maxTopicLength)) {
+        ctx.refusals.publish += 1;
+        ctx.log.warn({ clientId: client?.id, ...loggedTopic(packet.topic), limit: maxTopicLength }, 'publish refused: topic longer than MAX_TOPIC_LENGTH');
+        return callback(new Error(`topic longer than MAX_TOPIC_LENGTH (${maxTopicLength} bytes)`));
+      }
       const identity = client ? ctx.identities.get(client) : undefined;
       if (!client || !identity || !mayPublish(identity, packet.topic)) {
         ctx.refusals.publish += 1;
@@ -28,8 +35,13 @@ export function accessHooks(ctx: BrokerContext, onRequest: RequestHandler, subsc
     },
 
     authorizeSubscribe(client, subscription, callback) {
+      if (topicTooLong(subscription.topic, maxTopicLength)) {
+        ctx.refusals.subscribe += 1;
+        ctx.log.warn({ clientId: client.id, ...loggedTopic(subscription.topic), limit: maxTopicLength }, 'subscription refused: filter longer than MAX_TOPIC_LENGTH');
+        return callback(null, null); // SUBACK 128
+      }
       const identity = ctx.identities.get(client);
-      if (!identity || !maySubscribe(identity, subscription.topic)) {
+      if (!identity || !maySubscribe(identity, subscription.topic, ctx.config.observerTopics)) {
         ctx.refusals.subscribe += 1;
         ctx.log.warn(
           { clientId: client.id, role: identity?.role, topic: subscription.topic },

@@ -14,17 +14,19 @@ function publishPatterns(identity: Identity): string[] {
     case 'observer':
       return [];
     case 'operator':
-      return ['devices/+/infer/+', 'devices/+/image/#'];
+      // Sparkplug: a host application (an operator) asks the Edge Node for a rebirth and
+      // publishes its own STATE.
+      return ['devices/+/infer/+', 'devices/+/image/#', 'spBv1.0/+/NCMD/+', 'spBv1.0/STATE/+'];
   }
 }
 
-function subscribePatterns(identity: Identity): string[] {
+function subscribePatterns(identity: Identity, observerTopics: readonly string[]): readonly string[] {
   switch (identity.role) {
     case 'device':
       // Its whole namespace: the result topic and any MQTT 5 response topic it names there.
       return identity.deviceId === undefined ? [] : [`devices/${identity.deviceId}/#`, 'bridge/+/status'];
     case 'observer':
-      return ['devices/+/result', 'devices/+/stream', 'devices/+/infer/+', 'bridge/#'];
+      return ['devices/+/result', 'devices/+/stream', 'devices/+/infer/+', 'bridge/#', 'spBv1.0/#', ...observerTopics];
     case 'operator':
       return ['#', '$SYS/#'];
   }
@@ -57,6 +59,7 @@ export function mayPublish(identity: Identity, topic: string): boolean {
   return publishPatterns(identity).some((pattern) => filterWithin(topic, pattern));
 }
 
-export function maySubscribe(identity: Identity, filter: string): boolean {
-  return subscribePatterns(identity).some((pattern) => filterWithin(filter, pattern));
+/** `observerTopics`: filters observers may read besides the contract's (the plant's namespace, `{root}/#`). */
+export function maySubscribe(identity: Identity, filter: string, observerTopics: readonly string[] = []): boolean {
+  return subscribePatterns(identity, observerTopics).some((pattern) => filterWithin(filter, pattern));
 }

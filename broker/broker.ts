@@ -18,11 +18,15 @@ import { startListeners, type Listeners } from './listeners.js';
 import type { SlowDrop } from './stream-guard.js';
 import type { BrokerConfig } from './options.js';
 import { withoutPrototype } from './prototype-less.js';
+import { SessionLimits, type SessionLimitsConfig, type SessionStats } from './session-limits.js';
+import { MemorySessions } from './sessions-memory.js';
 import { SubscriptionLimit } from './subscription-limit.js';
+import { DEFAULT_MAX_TOPIC_LENGTH } from './topic-length.js';
 
 export { listen } from './listeners.js';
 export type { BrokerConfig } from './options.js';
 export type { Refusals } from './context.js';
+export type { SessionStats } from './session-limits.js';
 
 export interface Broker {
   readonly aedes: Aedes;
@@ -33,6 +37,8 @@ export interface Broker {
   readonly wsPort: number | undefined;
   publish: Publish;
   readonly refusals: Refusals;
+  /** Persistent sessions: queued messages, drops, refusals and expiries. */
+  readonly sessions: SessionStats;
   /**
    * Re-reads AUTH_FILE (on SIGHUP); connected clients stay. A bad file keeps the users
    * already loaded and is reported in the returned error. No-op without AUTH_FILE.
@@ -44,6 +50,11 @@ export interface Broker {
 export interface BrokerOptions {
   /** Failed-login throttle; the default slows an address after 5 failures in 60 s. */
   throttle?: ThrottleOptions;
+  /**
+   * False while the Redis behind `plugins` is out of reach: a CONNECT is then refused at once
+   * (server unavailable) instead of waiting for the session store. Default: always available.
+   */
+  available?: () => boolean;
 }
 
 const FLUSH_MIN_MS = 50;
@@ -54,6 +65,9 @@ const DEFAULT_MAX_PAYLOAD_BYTES = 262_144;
 const DEFAULT_MAX_CLIENT_BACKLOG_BYTES = 4_194_304;
 const DEFAULT_MAX_SUBSCRIPTIONS = 100;
 const DEFAULT_MAX_SESSION_EXPIRY_S = 86_400;
+const DEFAULT_MAX_OFFLINE_MESSAGES = 1000;
+const DEFAULT_OFFLINE_MESSAGE_TTL_S = 86_400;
+const DEFAULT_MAX_SESSIONS_PER_DEVICE = 8;
 
 /** MQTT 5 topic aliases one connection may register: a device needs a handful; each costs a topic string. */
 export const TOPIC_ALIAS_MAXIMUM = 16;
@@ -83,13 +97,17 @@ export async function startBroker(
   const ctx = createContext(config, logger.child({ module: 'broker' }));
   const identifier = await Identifier.create(ctx, options.throttle ?? DEFAULT_THROTTLE);
   const subscriptions = new SubscriptionLimit(config.maxSubscriptions ?? DEFAULT_MAX_SUBSCRIPTIONS);
+  const maxTopicLength = config.maxTopicLength ?? DEFAULT_MAX_TOPIC_LENGTH;
+  const available = options.available ?? ((): boolean => true);
+  const sessions = new SessionLimits(plugins?.sessions ?? new MemorySessions(), sessionLimits(config), ctx.log, () => (ctx.refusals.connect += 1));
   const aedes: Aedes = await Aedes.createBroker({
     ...limitOptions(config),
     ...(plugins ? { mq: plugins.mq, persistence: plugins.persistence } : { mq: createLocalEmitter() }),
-    ...connectHooks(ctx, identifier, () => aedes.connectedClients),
-    ...accessHooks(ctx, onRequest, subscriptions),
+    ...sessions.guard(connectHooks(ctx, identifier, { connectedClients: () => aedes.connectedClients, available, maxTopicLength })),
+    ...accessHooks(ctx, onRequest, subscriptions, maxTopicLength),
   });
   watchClients(aedes, ctx, subscriptions);
+  await sessions.start(aedes);
   const listeners = await openListeners(aedes, ctx);
   return {
     aedes,
@@ -98,8 +116,21 @@ export async function startBroker(
     wsPort: listeners.wsPort,
     publish: publisherOf(aedes),
     refusals: ctx.refusals,
+    sessions: sessions.stats,
     reloadAuth: () => identifier.reload(),
-    close: () => closeBroker(aedes, listeners, plugins),
+    close: () => {
+      sessions.stop();
+      return closeBroker(aedes, listeners, plugins);
+    },
+  };
+}
+
+function sessionLimits(config: BrokerConfig): SessionLimitsConfig {
+  return {
+    maxSessionsPerDevice: config.maxSessionsPerDevice ?? DEFAULT_MAX_SESSIONS_PER_DEVICE,
+    maxSessionExpiryS: config.maxSessionExpiryS ?? DEFAULT_MAX_SESSION_EXPIRY_S,
+    maxMessages: config.maxOfflineMessages ?? DEFAULT_MAX_OFFLINE_MESSAGES,
+    messageTtlS: config.offlineMessageTtlS ?? DEFAULT_OFFLINE_MESSAGE_TTL_S,
   };
 }
 
@@ -136,7 +167,11 @@ function watchClients(aedes: Aedes, ctx: BrokerContext, subscriptions: Subscript
 async function openListeners(aedes: Aedes, ctx: BrokerContext): Promise<Listeners> {
   const { config, refusals } = ctx;
   try {
-    const hooks = { tlsRefused: () => (refusals.tls += 1), slowDropped: (reason: SlowDrop) => (refusals.slow[reason] += 1) };
+    const hooks = {
+      tlsRefused: () => (refusals.tls += 1),
+      originRefused: () => (refusals.connect += 1),
+      slowDropped: (reason: SlowDrop) => (refusals.slow[reason] += 1),
+    };
     return await startListeners(config, aedes, ctx.connections, ctx.log, hooks, {
       maxPacketBytes: maxPacketBytes(config),
       maxBacklogBytes: config.maxClientBacklogBytes ?? DEFAULT_MAX_CLIENT_BACKLOG_BYTES,

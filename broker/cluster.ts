@@ -24,6 +24,10 @@
 //     incoming:{clientId}:{messageId}            an inbound QoS 2 packet awaiting PUBREL
 //     retained                       hash topic → retained message
 //     will, will:{brokerId}:{clientId}           stored wills
+//   and, ours (sessions-redis.ts), the register of persistent sessions with their expiry:
+//     bridge:sessions                zset client id → when its session expires (ms)
+//     bridge:device:{deviceId}       set of the device's persistent client ids
+//   A queued packet gets a Redis expiry from its own (bounded-persistence.ts stamps one on each).
 //   (its own Redis Cluster mode scans unprefixed key patterns, so we never enable it; with
 //   the hash tag all these keys share one slot, so its multi-key MSET/DEL work on a cluster.)
 //
@@ -37,12 +41,16 @@ import mqemitterRedis from 'mqemitter-redis';
 import type { Logger } from 'pino';
 import { MQ_CONCURRENCY } from './emitter.js';
 import { newRedis, type RedisEndpoint } from './redis-endpoint.js';
+import type { SessionBackend } from './session-backend.js';
+import { RedisSessions, type ScriptedRedis } from './sessions-redis.js';
 
 export interface ClusterPlugins {
   /** Aedes' `mq` option (an MQEmitterRedisPrefix). */
   readonly mq: unknown;
   /** Aedes' `persistence` option (aedes-persistence-redis). */
   readonly persistence: unknown;
+  /** The bounds on persistent sessions, over the persistence's keys. */
+  readonly sessions: SessionBackend;
   /** Destroys the persistence, closes the emitter (if Aedes has not) and their connections. Idempotent. */
   close(): Promise<void>;
 }
@@ -130,12 +138,19 @@ export async function createClusterPlugins(
   // The emitter re-emits connection errors on `state`; with no listener that event would throw.
   mq.state.on('error', (err: Error) => log.warn({ err: err.message }, 'MQTT emitter Redis error'));
 
-  const persistence: createPersistence.RedisPersistence = createPersistence({ conn: dbConn });
+  const persistence: createPersistence.RedisPersistence = createPersistence({
+    conn: dbConn,
+    packetTTL: secondsLeft,
+    // A reconnecting session gets its whole queue: MAX_OFFLINE_MESSAGES bounds it.
+    maxSessionDelivery: -1,
+  });
+  const sessions = new RedisSessions(dbConn as unknown as ScriptedRedis, `${tag}:aedes:`);
 
   let closing: Promise<void> | undefined;
   return {
     mq,
     persistence,
+    sessions,
     close() {
       closing ??= (async () => {
         // Aedes' close() already closed the emitter (QUIT on both its connections); this
@@ -151,6 +166,12 @@ export async function createClusterPlugins(
       return closing;
     },
   };
+}
+
+/** A queued packet's Redis expiry: what is left of its own (0, none, for a packet without one). */
+function secondsLeft(packet: unknown): number {
+  const expiry = (packet as { messageExpiry?: number }).messageExpiry;
+  return expiry === undefined ? 0 : Math.max(1, Math.ceil((expiry - Date.now()) / 1000));
 }
 
 /** A property the Redis copy of a publish carries: which emitter sent it. */

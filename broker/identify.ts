@@ -30,7 +30,18 @@ export interface Refused {
 
 export type ReloadResult = { ok: true; users: number } | { ok: false; error: string };
 
+/** Device ids remembered from client certificates; the oldest is forgotten past this many. */
+const CERTIFIED_IDS_MAX = 100_000;
+
 export class Identifier {
+  /** The device ids of AUTH_FILE's users (rebuilt on reload). */
+  private fileDevices: Set<string>;
+  /**
+   * Device ids a verified client certificate named on this instance since it started: which
+   * names the CA certifies cannot be listed, so these are all that is known of them.
+   */
+  private readonly certified = new Map<string, true>();
+
   private constructor(
     private readonly ctx: BrokerContext,
     private readonly throttle: LoginThrottle,
@@ -38,7 +49,9 @@ export class Identifier {
     private users: Map<string, User> | undefined,
     /** Unknown users are checked against this hash so they take as long as known ones. */
     private readonly decoyHash: string,
-  ) {}
+  ) {
+    this.fileDevices = deviceIdsOf(users);
+  }
 
   /** A bad AUTH_FILE stops the start (ConfigError naming AUTH_FILE, exit 2 in main). */
   static async create(ctx: BrokerContext, throttle: ThrottleOptions): Promise<Identifier> {
@@ -46,15 +59,45 @@ export class Identifier {
     const loginThrottle = new LoginThrottle(throttle);
     const users = authFile === undefined ? undefined : loadAuthFile(authFile);
     if (users) ctx.log.info({ authFile, users: users.size }, 'credentials loaded');
+    if (ctx.config.tlsCaFile !== undefined && ctx.config.allowAnonymous) {
+      ctx.log.warn(
+        'client certificates (TLS_CA_FILE) with anonymous clients allowed: an anonymous client may use the id of a certificate device that has not yet connected to this instance; set ALLOW_ANONYMOUS=false',
+      );
+    }
     return new Identifier(ctx, loginThrottle, users, users ? await hashPassword('decoy') : '');
   }
 
   async identify(client: Client, username: string | undefined, password: Readonly<Buffer> | undefined): Promise<Identity | Refused> {
     const info = this.ctx.connections.get(client.conn);
     if (username !== undefined) return this.byCredentials(client, info?.address ?? 'unknown', username, password);
-    if (info?.certIdentity !== undefined) return byCertificate(client, info.certIdentity);
+    if (info?.certIdentity !== undefined) return this.byCertificate(client, info.certIdentity);
+    return this.anonymous(client);
+  }
+
+  /** An anonymous client is a device, but never one that has credentials (a file user or a certificate). */
+  private anonymous(client: Client): Identity | Refused {
     if (!this.ctx.config.allowAnonymous) return { code: NOT_AUTHORIZED, reason: 'anonymous clients are not allowed' };
-    return authenticateAnonymous(client.id) ?? { code: IDENTIFIER_REJECTED, reason: 'client id does not start with a valid device id' };
+    const identity = authenticateAnonymous(client.id);
+    if (!identity) return { code: IDENTIFIER_REJECTED, reason: 'client id does not start with a valid device id' };
+    const deviceId = identity.deviceId as string;
+    if (this.hasCredentials(deviceId)) return { code: NOT_AUTHORIZED, reason: `device ${deviceId} has credentials: anonymous clients may not use its id` };
+    return identity;
+  }
+
+  private hasCredentials(deviceId: string): boolean {
+    return this.fileDevices.has(deviceId) || this.certified.has(deviceId);
+  }
+
+  private byCertificate(client: Client, deviceId: string): Identity | Refused {
+    const result = byCertificate(client, deviceId);
+    if ('role' in result) this.remember(deviceId);
+    return result;
+  }
+
+  private remember(deviceId: string): void {
+    this.certified.delete(deviceId);
+    this.certified.set(deviceId, true);
+    if (this.certified.size > CERTIFIED_IDS_MAX) this.certified.delete(this.certified.keys().next().value as string);
   }
 
   /** Re-reads AUTH_FILE; a bad file keeps the users already loaded. */
@@ -63,6 +106,7 @@ export class Identifier {
     if (authFile === undefined) return { ok: true, users: 0 };
     try {
       this.users = loadAuthFile(authFile);
+      this.fileDevices = deviceIdsOf(this.users);
       this.ctx.log.info({ authFile, users: this.users.size }, 'auth file reloaded');
       return { ok: true, users: this.users.size };
     } catch (err) {
@@ -120,11 +164,15 @@ export class Identifier {
    */
   private notADevicesClientId(client: Client): Refused | undefined {
     const claimed = deviceIdOfClientId(client.id);
-    if (claimed !== null && [...(this.users?.values() ?? [])].some((u) => u.deviceId === claimed)) {
+    if (claimed !== null && this.hasCredentials(claimed)) {
       return { code: IDENTIFIER_REJECTED, reason: `client id ${client.id} belongs to device ${claimed}` };
     }
     return undefined;
   }
+}
+
+function deviceIdsOf(users: Map<string, User> | undefined): Set<string> {
+  return new Set([...(users?.values() ?? [])].flatMap((u) => (u.deviceId === undefined ? [] : [u.deviceId])));
 }
 
 function byCertificate(client: Client, deviceId: string): Identity | Refused {

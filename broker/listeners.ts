@@ -12,6 +12,7 @@ import { ConfigError, ListenError } from '../contract/index.js';
 import type { ListenerOptions } from './options.js';
 import { deliverWithoutWaiting, guardStream, type SlowDrop, type StreamLimits } from './stream-guard.js';
 import type { Logger } from 'pino';
+import { allowedOrigins, originAllowed } from './ws-origin.js';
 
 /** Binds a server; a busy port becomes a ListenError naming the variable to change. */
 export async function listen(server: Server, host: string, port: number, variable: string, what: string): Promise<number> {
@@ -84,6 +85,8 @@ interface Intake {
 /** What the listeners count (metrics). */
 export interface ListenerHooks {
   tlsRefused(): void;
+  /** A browser WebSocket from an Origin not in MQTT_WS_ALLOWED_ORIGINS. */
+  originRefused(): void;
   slowDropped(reason: SlowDrop): void;
 }
 
@@ -184,7 +187,11 @@ async function listenWebSocket(intake: Intake, wsPort: number): Promise<number> 
   // ws buffers a whole message before handing it on: bound it too (not the default 100 MB).
   // Twice the packet cap leaves room for a client that puts two packets in one frame; the
   // stream guard still checks each MQTT packet against the cap.
-  const wss = new WebSocketServer({ server: http, maxPayload: 2 * intake.limits.maxPacketBytes });
+  const wss = new WebSocketServer({
+    server: http,
+    maxPayload: 2 * intake.limits.maxPacketBytes,
+    verifyClient: originCheck(intake, allowedOrigins(config.mqttWsAllowedOrigins ?? [])),
+  });
   wss.on('connection', (ws, req: IncomingMessage) => {
     track(intake, req.socket);
     const stream: Duplex = createWebSocketStream(ws);
@@ -196,4 +203,16 @@ async function listenWebSocket(intake: Intake, wsPort: number): Promise<number> 
   const port = await listen(http, config.mqttHost, wsPort, 'MQTT_WS_PORT', 'MQTT WebSocket');
   log.info({ host: config.mqttHost, port }, 'MQTT WebSocket listener up');
   return port;
+}
+
+type OriginCheck = (info: { origin: string | undefined; req: IncomingMessage }, verified: (ok: boolean, code?: number) => void) => void;
+
+/** MQTT_WS_ALLOWED_ORIGINS: a browser from another Origin is refused at the upgrade (HTTP 403), before any MQTT. */
+function originCheck(intake: Intake, origins: ReadonlySet<string>): OriginCheck {
+  return ({ origin, req }, verified) => {
+    if (originAllowed(origin, origins)) return verified(true);
+    intake.hooks.originRefused();
+    intake.log.warn({ origin: String(origin).slice(0, 256), address: req.socket.remoteAddress }, 'WebSocket refused: Origin not in MQTT_WS_ALLOWED_ORIGINS');
+    verified(false, 403);
+  };
 }

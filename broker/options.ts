@@ -12,6 +12,8 @@ export interface ListenerOptions {
   /** Client certificates signed by this CA are required (mTLS). */
   tlsCaFile?: string | undefined;
   mqttWsPort?: number | undefined;
+  /** Browser Origins the WebSocket listener accepts (`scheme://host[:port]`); none: no browser. */
+  mqttWsAllowedOrigins?: readonly string[] | undefined;
 }
 
 export interface BrokerConfig extends ListenerOptions {
@@ -29,6 +31,19 @@ export interface BrokerConfig extends ListenerOptions {
   imageMaxBytes?: number | undefined;
   maxClientBacklogBytes?: number | undefined;
   maxSubscriptions?: number | undefined;
-  /** The longest MQTT 5 Session Expiry Interval granted, seconds (a longer one is cut to it). */
+  /** MAX_TOPIC_LENGTH: the longest topic or filter (bytes) in a PUBLISH, SUBSCRIBE, UNSUBSCRIBE or Will. */
+  maxTopicLength?: number | undefined;
+  /**
+   * The longest MQTT 5 Session Expiry Interval granted, seconds (a longer one is cut to it);
+   * also how long a 3.1.1 persistent session outlives its client's absence.
+   */
   maxSessionExpiryS?: number | undefined;
+  /** Messages one persistent session's offline queue keeps; over it the oldest are dropped. */
+  maxOfflineMessages?: number | undefined;
+  /** Seconds a message waits in an offline queue. */
+  offlineMessageTtlS?: number | undefined;
+  /** Persistent sessions one device id (client ids `id` and `id.*`) may hold. */
+  maxSessionsPerDevice?: number | undefined;
+  /** Topic filters observers may read besides the contract's: the plant's namespace (`{root}/#`). */
+  observerTopics?: readonly string[] | undefined;
 }

@@ -12,6 +12,7 @@ export const ERROR_CODES = [
   'expired',
   'upstream_error',
   'upstream_timeout',
+  'invalid_output',
   'unavailable',
   'internal',
 ] as const;

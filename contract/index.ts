@@ -6,3 +6,4 @@ export * from './mqtt.js';
 export * from './payloads.js';
 export * from './topics.js';
 export * from './request-fast.js';
+export * from './scada.js';

@@ -16,6 +16,8 @@ export interface RequestProperties {
   userProperties?: UserProperties | undefined;
   /** `application/cbor` asks for CBOR both ways; anything else (or none) is JSON. */
   contentType?: string | undefined;
+  /** Properties the PUBLISH gave more than once (a protocol error; the first value is kept above). */
+  repeated?: string[] | undefined;
 }
 
 export const CONTENT_TYPE_JSON = 'application/json';
@@ -36,11 +38,28 @@ export function isCborRequest(properties: RequestProperties): boolean {
 /** What an MQTT 3.1.1 request (or an MQTT 5 one without properties) carries: shared, never written. */
 const NO_PROPERTIES: RequestProperties = Object.freeze({});
 
-/** The properties the bridge acts on, out of an MQTT 5 PUBLISH's (as both brokers decode them). */
+/**
+ * The properties the bridge acts on, out of an MQTT 5 PUBLISH's (as both brokers decode them).
+ * A decoder hands a property given more than once as an array: only its first value goes on, so
+ * no array reaches code that expects one value, and the repetition is named for the refusal.
+ */
 export function requestPropertiesOf(properties: RequestProperties | undefined): RequestProperties {
   if (!properties) return NO_PROPERTIES;
-  const { responseTopic, correlationData, messageExpiryInterval, userProperties, contentType } = properties;
-  return { responseTopic, correlationData, messageExpiryInterval, userProperties, contentType };
+  const repeated: string[] = [];
+  const once = <T>(name: string, value: T | undefined): T | undefined => {
+    if (!Array.isArray(value)) return value;
+    repeated.push(name);
+    return value[0] as T;
+  };
+  const result: RequestProperties = {
+    responseTopic: once('Response Topic', properties.responseTopic),
+    correlationData: once('Correlation Data', properties.correlationData),
+    messageExpiryInterval: once('Message Expiry Interval', properties.messageExpiryInterval),
+    userProperties: properties.userProperties,
+    contentType: once('Content Type', properties.contentType),
+  };
+  if (repeated.length > 0) result.repeated = repeated;
+  return result;
 }
 
 /** One request as either broker hands it over, before it is acknowledged. */
@@ -91,6 +110,7 @@ export const PUBACK_REASON = {
 export function pubackReasonOf(code: ErrorCode): number {
   switch (code) {
     case 'rate_limited':
+    case 'budget_exceeded':
       return PUBACK_REASON.quotaExceeded;
     case 'invalid_request':
     case 'payload_too_large':
@@ -103,6 +123,8 @@ export function pubackReasonOf(code: ErrorCode): number {
 /** Bounds on what a request's user properties may make the bridge echo. */
 export const MAX_ECHOED_USER_PROPERTIES = 16;
 export const MAX_ECHOED_USER_PROPERTY_BYTES = 1024;
+/** The longest Response Topic a request may name, in bytes (MAX_TOPIC_LENGTH's default). */
+export const MAX_RESPONSE_TOPIC_BYTES = 1024;
 
 /**
  * Why a response topic may not be used, or null when it may: it must lie in the device's
@@ -110,6 +132,8 @@ export const MAX_ECHOED_USER_PROPERTY_BYTES = 1024;
  * device can make the bridge publish into another's topics or into a request topic.
  */
 export function responseTopicProblem(deviceId: string, topic: string): string | null {
+  const bytes = Buffer.byteLength(topic);
+  if (bytes > MAX_RESPONSE_TOPIC_BYTES) return `response topic is ${bytes} bytes, over ${MAX_RESPONSE_TOPIC_BYTES}`;
   const own = `devices/${deviceId}/`;
   if (!topic.startsWith(own) || topic.length === own.length) {
     return `response topic "${topic}" must lie under ${own}`;

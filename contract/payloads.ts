@@ -295,6 +295,8 @@ export const OkReplySchema = z.object({
   embeddings: z.array(z.array(z.number())).optional(),
   /** Embeddings: completion_tokens is 0. */
   usage: UsageSchema.optional(),
+  /** A template with `output` (or a `json_schema` response format): the answer as the validated, typed object. */
+  data: z.record(z.string(), z.unknown()).optional(),
   cached: z.boolean(),
   attempts: z.number().int(),
   priority: PrioritySchema,
@@ -305,7 +307,7 @@ export type OkReply = z.infer<typeof OkReplySchema>;
 /** The answer's part of an ok reply: what the upstream said, and what the cache keeps of it. */
 export type Answer = Pick<
   OkReply,
-  'model' | 'content' | 'finish_reason' | 'tool_calls' | 'logprobs' | 'choices' | 'embedding' | 'embeddings' | 'usage'
+  'model' | 'content' | 'finish_reason' | 'tool_calls' | 'logprobs' | 'choices' | 'embedding' | 'embeddings' | 'usage' | 'data'
 >;
 
 export const ErrorReplySchema = z.object({
@@ -316,6 +318,8 @@ export const ErrorReplySchema = z.object({
     code: ErrorCodeSchema,
     message: z.string(),
     retry_after_ms: z.number().optional(),
+    /** `invalid_output`: the start of the model's last answer (at most 4096 characters), kept for the operator in the dead letter; never sent to the device. */
+    raw: z.string().optional(),
   }),
 });
 export type ErrorReply = z.infer<typeof ErrorReplySchema>;

@@ -66,4 +66,6 @@ export function parseInferTopic(topic: string): InferTopic | null {
   return { kind: 'image', deviceId, priority: priority.data, template: parts[4], requestId };
 }
 
-export const unknownPriority = (segment: string): string => `unknown priority "${segment}" (expected critical, high, normal or low)`;
+/** A device's segment is echoed in its reply and logs: at most 32 characters of it. */
+export const unknownPriority = (segment: string): string =>
+  `unknown priority "${segment.length > 32 ? `${segment.slice(0, 32)}…` : segment}" (expected critical, high, normal or low)`;

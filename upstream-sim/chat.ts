@@ -1,5 +1,6 @@
 // POST /v1/chat/completions for the upstream simulator: the request check and a
 // deterministic answer that quotes the last user message.
+import { offSchema, offSchemaSample, requestedSchema, sampleOf } from './json-answer.js';
 import { DEFAULT_MODEL, estimateTokens, isRecord } from './openai.js';
 
 /** Text of a message's content: a string, or the text parts of an OpenAI content array. */
@@ -26,8 +27,14 @@ export function chatAnswer(body: Record<string, unknown>, seq: number, answerByt
   const lastUser = [...messages].reverse().find((m) => isRecord(m) && m.role === 'user');
   const question = isRecord(lastUser) ? contentText(lastUser.content) : '';
   const n = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
-  const choices = Array.from({ length: n }, (_, index) => chatChoice(body, last, question, index, answerBytes));
-  const promptText = messages.map((m) => (isRecord(m) ? contentText(m.content) : '')).join('\n');
+  const texts = messages.map((m) => (isRecord(m) ? contentText(m.content) : ''));
+  const schema = requestedSchema(body, messages);
+  const text = `sim answer to: ${question.slice(0, 80)}`;
+  const typed = schema && (offSchema(messages, texts) ? offSchemaSample(schema, text) : sampleOf(schema, text));
+  const choices = Array.from({ length: n }, (_, index) =>
+    typed === undefined ? chatChoice(body, last, question, index, answerBytes) : typedChoice(typed, index, answerBytes),
+  );
+  const promptText = texts.join('\n');
   const promptTokens = estimateTokens(promptText);
   const completionTokens = choices.reduce((sum, c) => sum + estimateTokens(c.message.content ?? JSON.stringify(c.message.tool_calls)), 0);
   return {
@@ -45,6 +52,12 @@ interface SimChoice {
   message: { role: 'assistant'; content: string | null; tool_calls?: unknown[] };
   finish_reason: string;
   logprobs: unknown;
+}
+
+/** A choice in JSON mode with a schema: the object (padded with JSON whitespace to `answerBytes`). */
+function typedChoice(value: unknown, index: number, answerBytes: number): SimChoice {
+  const json = JSON.stringify(value);
+  return { index, message: { role: 'assistant', content: json.padEnd(answerBytes, ' ') }, finish_reason: 'stop', logprobs: null };
 }
 
 /**

@@ -6,6 +6,7 @@ import { UsageError } from '../contract/index.js';
 
 const USAGE = `usage: upstream-sim --port 8080 --latency-ms 50 [--jitter-ms 10] [--error-rate 0.05]
   [--rate-limit-rpm 600] [--hang-rate 0] [--revoked-keys k1,k2] [--host 127.0.0.1]
+  [--refused-models key=model,*=model]  403 for a model a key (* any) may not use
   [--answer-bytes 0]  pad every chat answer's content to this many bytes
   [--stream-chunk-ms 10]  pace of a streaming answer ("stream": true): one chunk every this many ms`;
 
@@ -18,6 +19,7 @@ const FLAGS = {
   rateLimitRpm: 'rate-limit-rpm',
   hangRate: 'hang-rate',
   revokedKeys: 'revoked-keys',
+  refusedModels: 'refused-models',
   host: 'host',
   answerBytes: 'answer-bytes',
   streamChunkMs: 'stream-chunk-ms',
@@ -62,6 +64,8 @@ function parse(argv: string[]): UpstreamSimOptions {
   if (streamChunkMs !== undefined) opts.streamChunkMs = streamChunkMs;
   const revoked = values[FLAGS.revokedKeys];
   if (typeof revoked === 'string') opts.revokedKeys = revoked.split(',').map((k) => k.trim()).filter(Boolean);
+  const refused = values[FLAGS.refusedModels];
+  if (typeof refused === 'string') opts.refusedModels = refused.split(',').filter((p) => p.trim() !== '').map(refusal);
   const problem = checkUpstreamSimOptions(opts);
   if (problem !== null) {
     // Messages start with the property name; swap it for the flag the user typed.
@@ -69,6 +73,13 @@ function parse(argv: string[]): UpstreamSimOptions {
     throw new UsageError(key === undefined ? problem : `--${FLAGS[key]}:${problem.slice(key.length)}`);
   }
   return opts;
+}
+
+/** `key=model` (the model may contain `=`, the key may not). */
+function refusal(pair: string): { key: string; model: string } {
+  const at = pair.indexOf('=');
+  if (at <= 0 || at === pair.length - 1) throw new UsageError(`--refused-models: expected key=model, got "${pair.trim()}"`);
+  return { key: pair.slice(0, at).trim(), model: pair.slice(at + 1).trim() };
 }
 
 async function main(argv: string[]): Promise<void> {

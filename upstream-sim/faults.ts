@@ -1,4 +1,5 @@
-// Fault injection for the upstream simulator: revoked keys (401), scripted one-shot steps,
+// Fault injection for the upstream simulator: revoked keys (401), models a key may not use
+// (403), scripted one-shot steps,
 // the rolling rate limit (429 with Retry-After), random hangs and random 500s; a call that
 // meets none of them is answered after the configured latency.
 import type { ServerResponse } from 'node:http';
@@ -49,8 +50,14 @@ function defaultErrorBody(status: number): unknown {
   return openAiError(`upstream-sim scripted status ${status}`, 'invalid_request_error');
 }
 
+/** Whether `key` ('' for none) may not use `model` (the refusedModels option). */
+export function modelRefused(settings: UpstreamSimSettings, key: string, model: string): boolean {
+  return settings.refusedModels.some((r) => r.model === model && (r.key === '*' || r.key === key));
+}
+
 /**
- * Answers a checked chat/embeddings call. In order: a revoked key gets 401; a scripted step
+ * Answers a checked chat/embeddings call naming `model`. In order: a revoked key gets 401; a
+ * model the key may not use gets 403; a scripted step
  * plays out; over the rate limit gets 429; a random hang; else, after the latency, a random
  * 500 or `answerBody()` (built only then, so it is as fresh as the answer).
  */
@@ -58,6 +65,7 @@ export function answerWithFaults(
   ctx: FaultContext,
   res: ServerResponse,
   key: string,
+  model: string,
   answerBody: () => unknown,
   stream?: { includeUsage: boolean },
 ): void {
@@ -67,6 +75,10 @@ export function answerWithFaults(
   };
   if (key !== '' && ctx.settings.revokedKeys.includes(key)) {
     send(ctx.stats, res, 401, defaultErrorBody(401));
+    return;
+  }
+  if (modelRefused(ctx.settings, key, model)) {
+    send(ctx.stats, res, 403, openAiError(`This API key may not use the model "${model}" (upstream-sim)`, 'invalid_request_error', 'model_not_allowed'));
     return;
   }
   const step = ctx.steps.shift();

@@ -21,6 +21,12 @@ export interface UpstreamSimOptions {
    * invalid_api_key), before any scripted step or random fault. Default none.
    */
   revokedKeys?: string[];
+  /**
+   * Models a key may not use, as a gateway with per-key model lists refuses them: a chat or
+   * embeddings call naming `model` with `key` (`*`: any key, or none) is answered 403. GET
+   * /v1/models with that key is still answered. Default none.
+   */
+  refusedModels?: Array<{ key: string; model: string }>;
   /** Pads each chat answer's content to at least this many bytes (large replies); default 0. */
   answerBytes?: number;
   /** A streaming call (`"stream": true`) sends one chunk every this many ms; default 10. */
@@ -30,6 +36,12 @@ export interface UpstreamSimOptions {
 export type UpstreamSimSettings = Required<Omit<UpstreamSimOptions, 'rateLimitRpm'>> & {
   rateLimitRpm: number | undefined;
 };
+
+function isRefusal(r: unknown): boolean {
+  if (typeof r !== 'object' || r === null) return false;
+  const { key, model } = r as { key?: unknown; model?: unknown };
+  return typeof key === 'string' && key !== '' && typeof model === 'string' && model !== '';
+}
 
 /** Checks option values; returns a message naming the first bad one, or null. */
 export function checkUpstreamSimOptions(opts: Partial<UpstreamSimOptions>): string | null {
@@ -43,6 +55,9 @@ export function checkUpstreamSimOptions(opts: Partial<UpstreamSimOptions>): stri
   if (opts.host !== undefined && opts.host.trim() === '') return 'host must not be empty';
   if (opts.revokedKeys !== undefined && !(Array.isArray(opts.revokedKeys) && opts.revokedKeys.every((k) => typeof k === 'string' && k !== ''))) {
     return 'revokedKeys must be a list of non-empty keys';
+  }
+  if (opts.refusedModels !== undefined && !(Array.isArray(opts.refusedModels) && opts.refusedModels.every(isRefusal))) {
+    return 'refusedModels must be a list of { key, model } with non-empty strings';
   }
   if (opts.rateLimitRpm !== undefined && !(Number.isInteger(opts.rateLimitRpm) && opts.rateLimitRpm > 0)) {
     return `rateLimitRpm must be a positive integer, got ${opts.rateLimitRpm}`;
@@ -72,6 +87,7 @@ export function settingsFrom(opts: UpstreamSimOptions): UpstreamSimSettings {
     rateLimitRpm: opts.rateLimitRpm,
     hangRate: opts.hangRate ?? 0,
     revokedKeys: opts.revokedKeys ?? [],
+    refusedModels: opts.refusedModels ?? [],
     answerBytes: opts.answerBytes ?? 0,
     streamChunkMs: opts.streamChunkMs ?? 10,
   };

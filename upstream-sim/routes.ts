@@ -1,4 +1,5 @@
-// Request routing for the upstream simulator: GET /stats, GET /v1/models, and the two
+// Request routing for the upstream simulator: GET /stats, GET /v1/models (401 for a revoked
+// key), and the two
 // inference paths (read, record, check, then answer through fault handling); 405/404 otherwise.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { PayloadTooLarge } from '../contract/index.js';
@@ -47,6 +48,11 @@ export function handleRequest(state: SimState, req: IncomingMessage, res: Server
     return;
   }
   if (path === '/v1/models' && method === 'GET') {
+    const key = bearerKey(req);
+    if (key !== '' && state.settings.revokedKeys.includes(key)) {
+      send(state.stats, res, 401, openAiError('Incorrect API key provided (upstream-sim)', 'invalid_request_error', 'invalid_api_key'));
+      return;
+    }
     const model = (id: string): unknown => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'upstream-sim' });
     send(state.stats, res, 200, { object: 'list', data: [model(DEFAULT_MODEL), model(EMBEDDING_MODEL)] });
     return;
@@ -89,7 +95,7 @@ async function handleInference(
   }
   const body = parsed.value as Record<string, unknown>;
   const stream = path === '/v1/chat/completions' ? streamRequest(body) : undefined;
-  answerWithFaults(state, res, bearerKey(req), () => route.answer(state, body), stream);
+  answerWithFaults(state, res, bearerKey(req), model ?? route.defaultModel, () => route.answer(state, body), stream);
 }
 
 /** Adds the call to `state.requests`, stamped when its answer is handed to the socket. */

@@ -6,8 +6,11 @@ import { z } from 'zod';
 import { ConfigError, PRIORITIES, type ConfigProblem, type Priority } from '../../contract/index.js';
 import type { Config } from './config.js';
 import { BudgetsSchema } from './budgets.js';
+import { modelEnvProblems, ModelsSchema, modelProblems, PricesSchema, type Price } from './models.js';
 import { WeightsSchema } from './fair-share.js';
 import { TemplatesSchema } from './templates.js';
+import { outputProblems } from './output.js';
+import { UnsSchema } from './uns.js';
 
 export const DEFAULT_EMBEDDING_MODEL = 'text-embedding-3-small';
 
@@ -33,6 +36,12 @@ const ProviderSchema = z.strictObject({
   connectTimeoutMs: z.number().int().positive().optional(),
   /** Sockets to this provider; default MAX_CONCURRENCY. */
   connections: z.number().int().positive().optional(),
+  /**
+   * The provider takes `response_format: {type: "json_schema", strict: true}` (OpenAI's
+   * structured outputs); false: a template's output is asked for as `json_object` with the
+   * schema in a system message.
+   */
+  structuredOutputs: z.boolean().default(true),
 });
 
 const RouteSchema = z.strictObject({
@@ -40,10 +49,6 @@ const RouteSchema = z.strictObject({
   model: z.string().min(1).optional(),
 });
 
-const PriceSchema = z.strictObject({
-  inputPerMillion: z.number().nonnegative(),
-  outputPerMillion: z.number().nonnegative(),
-});
 
 const BreakerSchema = z.strictObject({
   /** Consecutive failed attempts that open the circuit. */
@@ -58,12 +63,14 @@ export const ConfigFileSchema = z.strictObject({
   providers: z.array(ProviderSchema).default([]),
   /** Provider names in the order they are tried; default: primary, fallback, then `providers`. */
   chain: z.array(z.string().min(1)).min(1).optional(),
-  /** Requested model → the provider (and its model name) that serves it. */
-  models: z.record(z.string().min(1), RouteSchema).default({}),
+  /** Requested model (or alias) → the provider and model name that serve it, and its max_tokens cap. */
+  models: ModelsSchema,
+  /** Devices may name only the models listed in `models` (a request naming none gets the default). */
+  onlyListedModels: z.boolean().default(false),
   /** Priority class → provider and/or model, e.g. `low` to a cheaper model. */
   routing: z.partialRecord(z.enum(PRIORITIES), RouteSchema).default({}),
-  /** Model → price per million input and output tokens, for the cost estimate. */
-  prices: z.record(z.string().min(1), PriceSchema).default({}),
+  /** Model → price per million input and output tokens, for the cost estimate; `*`: any other model. */
+  prices: PricesSchema,
   cache: z.strictObject({ allowTemperature: z.boolean().default(false) }).default({ allowTemperature: false }),
   /** The model of embeddings requests (`input`) that name none; UPSTREAM_MODEL is a chat model. */
   embeddingModel: z.string().min(1).max(256).default(DEFAULT_EMBEDDING_MODEL),
@@ -74,10 +81,12 @@ export const ConfigFileSchema = z.strictObject({
   weights: WeightsSchema,
   /** Tokens or cost per device, model, template or fleet, per day or month. */
   budgets: BudgetsSchema,
+  /** The plant's namespace: typed answers published as retained tags under `root` (docs/scada.md). */
+  uns: UnsSchema.optional(),
 });
 
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;
-export type Price = z.infer<typeof PriceSchema>;
+export type { Price };
 export type BreakerSettings = z.infer<typeof BreakerSchema>;
 
 export interface ProviderSettings {
@@ -88,6 +97,8 @@ export interface ProviderSettings {
   timeoutMs: number;
   connectTimeoutMs: number | undefined;
   connections: number;
+  /** Takes a json_schema response format in strict mode (CONFIG_FILE `structuredOutputs`). */
+  structuredOutputs: boolean;
 }
 
 export interface Route {
@@ -117,9 +128,10 @@ export function parseConfigFile(path: string | undefined): { file?: ConfigFile; 
     return { problems: [{ variable: 'CONFIG_FILE', problem: `${path} is not readable JSON: ${err instanceof Error ? err.message : String(err)}` }] };
   }
   const parsed = ConfigFileSchema.safeParse(raw);
-  if (parsed.success) return { file: parsed.data, problems: [] };
+  const issues = parsed.success ? [...modelProblems(parsed.data), ...outputProblems(parsed.data.templates)] : parsed.error.issues;
+  if (parsed.success && issues.length === 0) return { file: parsed.data, problems: [] };
   return {
-    problems: parsed.error.issues.map((issue) => {
+    problems: issues.map((issue) => {
       const where = issue.path.length ? issue.path.map(String).join('.') : '(top level)';
       return { variable: 'CONFIG_FILE', problem: `${path}: ${where}: ${issue.message}` };
     }),
@@ -133,7 +145,10 @@ const UNRESOLVED_UPSTREAM_URL = 'http://127.0.0.1/v1';
 export function checkConfigFile(config: Config, env: NodeJS.ProcessEnv): ConfigProblem[] {
   try {
     upstreamSettings({ ...config, upstreamUrl: config.upstreamUrl ?? UNRESOLVED_UPSTREAM_URL }, config.file, env);
-    return [];
+    return modelEnvProblems(config.file, config.upstreamModel, config.maxTokensCap).map(({ path, message }) => ({
+      variable: 'CONFIG_FILE',
+      problem: `${config.configFile ?? 'CONFIG_FILE'}: ${path.map(String).join('.')}: ${message}`,
+    }));
   } catch (err) {
     if (err instanceof ConfigError) return err.problems;
     throw err;
@@ -158,7 +173,7 @@ export function upstreamSettings(
   file: ConfigFile,
   env: NodeJS.ProcessEnv = process.env,
 ): UpstreamSettings {
-  const base = { timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: undefined, connections: config.maxConcurrency };
+  const base = { timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: undefined, connections: config.maxConcurrency, structuredOutputs: true };
   const all: ProviderSettings[] = [
     { name: 'primary', baseUrl: config.upstreamUrl, apiKeys: config.upstreamApiKeys, model: undefined, ...base },
   ];
@@ -179,6 +194,7 @@ export function upstreamSettings(
       timeoutMs: p.timeoutMs ?? base.timeoutMs,
       connectTimeoutMs: p.connectTimeoutMs,
       connections: p.connections ?? base.connections,
+      structuredOutputs: p.structuredOutputs,
     });
   }
   const byName = (name: string, where: string): ProviderSettings => {

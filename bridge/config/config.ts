@@ -61,6 +61,13 @@ const RULES: Rule[] = [
         : undefined,
   },
   {
+    reads: ['SPARKPLUG_GROUP_ID', 'SPARKPLUG_EDGE_NODE_ID', 'SPARKPLUG_PRIMARY_HOST_ID'],
+    problem: (e) =>
+      e.SPARKPLUG_GROUP_ID === undefined && (e.SPARKPLUG_EDGE_NODE_ID !== undefined || e.SPARKPLUG_PRIMARY_HOST_ID !== undefined)
+        ? { variable: 'SPARKPLUG_GROUP_ID', problem: 'must be set when SPARKPLUG_EDGE_NODE_ID or SPARKPLUG_PRIMARY_HOST_ID is (it turns Sparkplug on)' }
+        : undefined,
+  },
+  {
     reads: ['REDIS_URL', 'REDIS_SENTINELS', 'REDIS_WAIT_REPLICAS'],
     problem: (e) =>
       e.REDIS_WAIT_REPLICAS > 0 && e.REDIS_URL === undefined && e.REDIS_SENTINELS === undefined

@@ -1,6 +1,7 @@
 // SIGHUP: CONFIG_FILE read again. Its templates, weights and budgets apply at once; the other
-// parts (providers, chain, models, routing, prices, cache, breaker, embeddingModel) only at the
-// next start, and a change to them is logged as such. A bad file changes nothing.
+// parts (providers, chain, models, onlyListedModels, routing, prices, cache, breaker,
+// embeddingModel) only at the next start, and a change to them is logged as such. A bad file
+// changes nothing.
 import type { Logger } from '../logger.js';
 import { parseConfigFile, type ConfigFile } from './config-file.js';
 

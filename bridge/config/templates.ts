@@ -2,6 +2,7 @@
 // its `{{vars}}`, and a plant engineer changes a prompt without reflashing devices (SIGHUP
 // re-reads them). The schema only; rendering is intake's (bridge/intake/templates.ts).
 import { z } from 'zod';
+import { OutputSchema } from './output.js';
 import { ChatMessageSchema, ChatRequestSchema, PRIORITIES, TEMPLATE_NAME_PATTERN } from '../../contract/index.js';
 
 export const TemplateSchema = z.strictObject({
@@ -16,6 +17,8 @@ export const TemplateSchema = z.strictObject({
   image_detail: z.enum(['low', 'high', 'auto']).optional(),
   /** Priority class → model, for requests of that class (CONFIG_FILE `models` sends a model to its provider). */
   priority_route: z.partialRecord(z.enum(PRIORITIES), z.string().min(1).max(256)).optional(),
+  /** The typed object every answer must be (JSON Schema subset): the answer's `data`, UNS and Sparkplug tags. */
+  output: OutputSchema.optional(),
 });
 export type Template = z.infer<typeof TemplateSchema>;
 

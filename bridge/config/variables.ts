@@ -41,6 +41,10 @@ const readableFile = z.string().refine((path) => {
     return false;
   }
 }, 'file cannot be read');
+/** A Sparkplug id (group, edge node, host): the spec reserves + # / (topic levels and wildcards). */
+const sparkplugId = z
+  .string()
+  .regex(/^[^+#/\u0000-\u001f\u007f]{1,64}$/, 'must be 1 to 64 characters, none of + # / (Sparkplug reserves them) nor control characters');
 const name64 = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 characters of A-Za-z0-9_-');
 
 export const DEFAULT_PRIORITY_OFFSETS_MS: Readonly<Record<Priority, number>> = { critical: 0, high: 2000, normal: 5000, low: 15000 };
@@ -76,6 +80,8 @@ export const EnvSchema = z.object({
   TLS_KEY_FILE: readableFile.optional(),
   TLS_CA_FILE: readableFile.optional(),
   MQTT_WS_PORT: port.optional(),
+  /** Browser Origins the WebSocket listener accepts (comma-separated); a client that sends no Origin is not a browser. */
+  MQTT_WS_ALLOWED_ORIGINS: keyList.default(() => []),
   /** The plant's broker; set, the bridge starts no MQTT listener and joins it as a client. */
   BROKER_URL: url(['mqtt:', 'mqtts:', 'ws:', 'wss:']).optional(),
   BROKER_USERNAME: z.string().min(1).optional(),
@@ -91,6 +97,22 @@ export const EnvSchema = z.object({
   INSTANCE_ID: name64.optional(),
   /** The longest MQTT 5 session expiry the embedded broker grants. */
   MAX_SESSION_EXPIRY_S: int(1).default(86_400),
+  /** Embedded broker: messages kept for one offline persistent session; over it the oldest are dropped. */
+  MAX_OFFLINE_MESSAGES: int(1).default(1000),
+  /** Embedded broker: how long a message waits for an offline persistent session. */
+  OFFLINE_MESSAGE_TTL_S: int(1).default(86_400),
+  /** Embedded broker: persistent sessions one device id may hold (its client ids `id` and `id.*`). */
+  MAX_SESSIONS_PER_DEVICE: int(1).default(8),
+  /** Longest topic or topic filter, in bytes, in a PUBLISH, SUBSCRIBE or Will. */
+  MAX_TOPIC_LENGTH: int(16).max(65535).default(1024),
+  /** Set, the bridge is a Sparkplug B 3.0 Edge Node of this group (docs/sparkplug.md). */
+  SPARKPLUG_GROUP_ID: sparkplugId.optional(),
+  /** Unset: REDIS_PREFIX with REDIS_URL (one node per fleet), else INSTANCE_ID, else `edge-ai-bridge`. */
+  SPARKPLUG_EDGE_NODE_ID: sparkplugId.optional(),
+  /** A primary host application whose STATE the Edge Node waits for before its births. */
+  SPARKPLUG_PRIMARY_HOST_ID: sparkplugId.optional(),
+  /** Plant's broker: a device with no answer for this long gets its DDEATH. */
+  SPARKPLUG_DEVICE_IDLE_S: int(1).default(600),
   HTTP_HOST: z.string().min(1).default('127.0.0.1'),
   HTTP_PORT: port.default(9464),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
@@ -119,7 +141,20 @@ export const EnvSchema = z.object({
   FAIR_SHARE: bool.default(true),
   PRIORITY_OFFSETS_MS: priorityOffsets.default(() => ({ ...DEFAULT_PRIORITY_OFFSETS_MS })),
   QUEUE_MAX: int(1).default(10_000),
+  /** The stored size of every queued request together; over it: queue_full. */
+  QUEUE_MAX_BYTES: int(1024).default(268_435_456),
+  /** The largest max_tokens (or max_completion_tokens) a request may ask for; CONFIG_FILE models may set their own. */
+  MAX_TOKENS_CAP: int(1).default(16_384),
+  DLQ_MAX: int(1).default(10_000),
+  DLQ_MAX_BYTES: int(1024).default(67_108_864),
+  DLQ_TTL_S: int(1).default(604_800),
+  /** Device-template pairs whose last good answer the SCADA outputs keep; the least recently answered go first. */
+  SCADA_MAX_TAGS: int(1).default(10_000),
+  /** How long a last good answer not renewed is kept. */
+  SCADA_TAG_TTL_S: int(1).default(604_800),
   MAX_ATTEMPTS: int(1).default(3),
+  /** Times a model is asked again when its answer breaks the template's output (or the request's json_schema). */
+  OUTPUT_RETRIES: int(0).max(5, 'must be at most 5').default(1),
   UPSTREAM_TIMEOUT_MS: int(1).default(30_000),
   MAX_RATE_LIMITED_RETRIES: int(0).default(10),
   MAX_PAYLOAD_BYTES: int(1).default(262_144),

@@ -1,19 +1,17 @@
 // Intake: one PUBLISH on devices/{id}/infer/{priority} becomes a queued job or an error
 // reply. It runs inside the broker's authorizePublish, so the device's PUBACK is sent only
 // after admission returned: "acknowledged" means "admitted" (docs/CONTRACT.md).
-import { settlementOf } from '../store/budget-spend.js';
-import { budgetCharges, type BudgetSettings } from './budgets.js';
+import { budgetCharges, budgetRefusal, type BudgetSettings } from './budgets.js';
+import { DeviceRefusals } from './refusals.js';
 import { fairCharge } from '../config/fair-share.js';
 import type { Config } from '../config/config.js';
 import { cacheKeyOf, type CachePolicy } from './cache-key.js';
-import { decodeCbor, requireJsonShaped } from '../../contract/cbor.js';
 import {
   BridgeError,
   type DeviceRequest,
   type InboundRequest,
   InferRequestSchema,
   isCborRequest,
-  isEmbeddingRequest,
   isTemplateRequest,
   MAX_ECHOED_USER_PROPERTIES,
   MAX_ECHOED_USER_PROPERTY_BYTES,
@@ -35,13 +33,23 @@ import { okReply } from '../results/replies.js';
 import type { Dispatch } from '../scheduling/dispatch.js';
 import type { Templates } from './templates.js';
 import { imageRequestId, readImage } from './image.js';
-import { readId, sniffCborId, sniffId } from './request-id.js';
+import { estimateOf, promptTokensOf, type EstimateConfig } from './estimate.js';
+import { decodePayload } from './payload.js';
+import { readId, sniffCborId, sniffedId, sniffId } from './request-id.js';
 import { jobKey, type AdmitResult, type Job, type JobImage, type Store } from '../store/types.js';
 
 export type IntakeConfig = Pick<
   Config,
-  'maxPayloadBytes' | 'imageMaxBytes' | 'deviceRateLimitRpm' | 'queueMax' | 'priorityOffsetsMs' | 'idempotencyTtlS'
->;
+  | 'maxPayloadBytes'
+  | 'imageMaxBytes'
+  | 'deviceRateLimitRpm'
+  | 'queueMax'
+  | 'queueMaxBytes'
+  | 'priorityOffsetsMs'
+  | 'idempotencyTtlS'
+  | 'upstreamTimeoutMs'
+> &
+  EstimateConfig;
 
 export type IntakeOutcome =
   | { outcome: 'queued' | 'cached' | 'duplicate' }
@@ -68,16 +76,17 @@ export interface IntakeDeps {
   budgets?: BudgetSettings | undefined;
   /** A request was refused by this budget (metrics). */
   onBudgetRefused?: (budget: string) => void;
+  /** A rate_limited refusal dropped without a reply (metrics). */
+  onReplyDropped?: () => void;
   clock?: () => number;
 }
 
-/** The tokens in of a request, estimated from its size. */
-const promptTokensOf = (payloadBytes: number): number => Math.ceil(payloadBytes / 4);
-
-/** Tokens of a default completion when a request names no max_tokens, for the TPM estimate. */
-const DEFAULT_COMPLETION_TOKENS = 256;
 /** An image's share of the token estimate: OpenAI counts a high-detail 1024 px image as 765 tokens. */
 const IMAGE_ESTIMATE_BYTES = 765 * 4;
+/** Refusals of what a publish holds, known before admission: counted against the device's quota on their own. */
+const CHARGED_REFUSALS = new Set<string>(['invalid_request', 'payload_too_large']);
+/** When a device told queue_full may try again: the queue frees room as calls end, in about this long. */
+const QUEUE_FULL_RETRY_MS = 1000;
 /** The route of a CBOR request whose own route was refused: its error reply is CBOR still. */
 const CBOR_ONLY: ReplyRoute = Object.freeze({ format: 'cbor' });
 
@@ -90,11 +99,14 @@ export class Intake {
   private readonly clock: () => number;
   /** Read once: per-request debug lines cost nothing, not even their fields, when off. */
   private readonly debugLines: boolean;
+  /** Devices over their quota: their replies and log lines are bounded, their publishes refused unread. */
+  private readonly refusals: DeviceRefusals;
 
   constructor(private readonly deps: IntakeDeps) {
     ({ config: this.config, store: this.store, results: this.results, logger: this.logger } = deps);
     this.clock = deps.clock ?? Date.now;
     this.debugLines = deps.logger.isLevelEnabled('debug');
+    this.refusals = new DeviceRefusals(this.logger, deps.onReplyDropped);
   }
 
   /** Shutdown: later requests are answered `unavailable`. */
@@ -108,12 +120,20 @@ export class Intake {
     const priority = 'priority' in topic ? topic.priority : undefined;
     const target: ReplyTarget = { deviceId, deadlineMs: expiryDeadline(properties, arrivalMs) };
     const seen: { id: string | null } = { id: null };
+    // Whether the device's quota has counted this publish (admission counts it, and a refusal
+    // known before it is counted on its own).
+    let counted = false;
+    const cbor = isCborRequest(properties);
     try {
-      const cbor = isCborRequest(properties);
       // Read first, so that even a refused request is answered on its response topic (and in
       // its format); a bad route is refused once the id is known.
       const route = replyRouteOf(deviceId, properties, cbor);
       target.route = !(route instanceof BridgeError) ? route : cbor ? CBOR_ONLY : undefined;
+      const over = this.refusals.retryAfter(deviceId, arrivalMs);
+      if (over !== undefined) {
+        counted = true; // over the quota: a refused publish is not counted
+        throw this.rateLimited(deviceId, over);
+      }
       const { parsed, image, at } = this.read({ topic, payload, properties }, cbor, route, seen);
       const template = isTemplateRequest(parsed) ? parsed.template : undefined;
       const request = isTemplateRequest(parsed) ? this.deps.templates.render(parsed, at, image) : parsed;
@@ -131,19 +151,45 @@ export class Intake {
         return { outcome: 'rejected', error: shed };
       }
       shedder.admissionStarted();
+      counted = true;
       try {
         return { outcome: await this.admit(target, at, { request, template, image }, arrivalMs, bytes) };
       } finally {
         shedder.admissionEnded();
       }
     } catch (err) {
-      const error = toBridgeError(err);
-      const log = this.logger.child({ deviceId, reqId: seen.id });
-      if (error.code === 'internal') log.error({ err }, 'intake failed');
-      else log.info({ code: error.code }, `request rejected: ${error.message}`);
+      const thrown = toBridgeError(err);
+      // undefined: the store could not count it, so its replies are bounded here alone.
+      const charged = counted || !CHARGED_REFUSALS.has(thrown.code) ? thrown : await this.chargeRefusal(deviceId, thrown, arrivalMs);
+      const error = charged ?? thrown;
+      if (error.code === 'rate_limited' || !charged) {
+        // Answered at most once a second, logged per device and interval (refusals.ts).
+        if (!this.refusals.refused(deviceId, this.clock(), charged !== undefined)) return { outcome: 'rejected', error };
+        seen.id ??= sniffedId({ topic, payload, properties }, cbor);
+      } else {
+        const log = this.logger.child({ deviceId, reqId: seen.id });
+        if (error.code === 'internal') log.error({ err }, 'intake failed');
+        else log.info({ code: error.code }, `request rejected: ${error.message}`);
+      }
       this.reply(target, errorReply(seen.id, error, priority));
       return { outcome: 'rejected', error };
     }
+  }
+
+  /**
+   * A publish refused before admission counts against its device's quota as any other: over
+   * it, the refusal is `rate_limited`. Without the store: undefined, the refusal stands.
+   */
+  private async chargeRefusal(deviceId: string, error: BridgeError, now: number): Promise<BridgeError | undefined> {
+    const quota = await this.store.chargeQuota(deviceId, this.config.deviceRateLimitRpm, now).catch(() => undefined);
+    if (!quota) return undefined;
+    return quota.ok ? error : this.rateLimited(deviceId, quota.retryAfterMs, now);
+  }
+
+  /** `rate_limited`; with `now`, the store's answer, which this instance remembers. */
+  private rateLimited(deviceId: string, retryAfterMs: number, now?: number): BridgeError {
+    if (now !== undefined) this.refusals.over(deviceId, retryAfterMs, now);
+    return new BridgeError('rate_limited', `device ${deviceId} is over ${this.config.deviceRateLimitRpm} requests/min`, retryAfterMs);
   }
 
   /**
@@ -170,9 +216,8 @@ export class Intake {
       seen.id = cbor ? sniffCborId(payload) : sniffId(payload);
       throw new BridgeError('payload_too_large', `payload is ${payload.length} bytes, over MAX_PAYLOAD_BYTES (${this.config.maxPayloadBytes})`);
     }
-    const body = cbor ? decodeCbor(payload) : parseJson(payload);
+    const body = decodePayload(payload, cbor, seen);
     seen.id = readId(body);
-    if (cbor) requireJsonShaped(body);
     if (route instanceof BridgeError) throw route;
     if (topic.kind === 'bad_priority') {
       throw new BridgeError('invalid_request', unknownPriority(topic.segment));
@@ -191,38 +236,14 @@ export class Intake {
     });
   }
 
-  /** Reserves the job's estimate in its budgets (it carries them), or refuses it `budget_exceeded`. */
-  private async reserveBudgets(job: Job, promptEstimate: number, now: number): Promise<void> {
-    const { budgets } = this.deps;
-    const charges = budgets ? budgetCharges(budgets, job, promptEstimate, now) : [];
-    if (charges.length === 0) return;
-    const refused = await this.store.reserveBudgets(charges, now);
-    if (refused) {
-      this.deps.onBudgetRefused?.(refused.budget);
-      const whose = refused.subject === '*' ? '' : ` for ${refused.subject}`;
-      const until = new Date(refused.resetAtMs).toISOString();
-      throw new BridgeError('budget_exceeded', `budget "${refused.budget}"${whose} is used up until ${until}`, Math.max(0, refused.resetAtMs - now));
-    }
-    job.budget = charges;
-  }
-
-  /** A reservation whose job did not go into the queue (a duplicate, a cached answer, a refusal): nothing used. */
-  private releaseBudgets(job: Job): void {
-    if (!job.budget) return;
-    this.store.settleBudgets(settlementOf(job.budget, undefined)).catch((err: unknown) => {
-      this.logger.warn({ err, deviceId: job.deviceId, reqId: job.id }, 'could not release a budget reservation');
-    });
-  }
-
-  /** The queued form of a valid request: its key, score, deadline and the estimates its claim is charged. */
+  /**
+   * The queued form of a valid request: its key, score, deadline and the estimates its claim is
+   * charged; invalid_request when its model or its estimate is out of bounds (estimate.ts).
+   */
   private jobOf(target: ReplyTarget, priority: Priority, request: Job['request'], arrivalMs: number, payloadBytes: number): Job {
     const { deviceId } = target;
     const ttlDeadline = request.ttl_ms === undefined ? undefined : arrivalMs + request.ttl_ms;
-    const promptEstimate = promptTokensOf(payloadBytes);
-    // An embeddings answer has no completion tokens.
-    const completionEstimate = isEmbeddingRequest(request)
-      ? 0
-      : (request.max_completion_tokens ?? request.max_tokens ?? DEFAULT_COMPLETION_TOKENS) * (request.n ?? 1);
+    const { prompt: promptEstimate, completion: completionEstimate } = estimateOf(request, payloadBytes, this.config, this.deps.budgets?.budgets);
     const weight = this.deps.weightOf(deviceId);
     return {
       key: jobKey(deviceId, request.id),
@@ -255,8 +276,12 @@ export class Intake {
     const { deviceId } = target;
     if (template !== undefined) job.template = template;
     if (image !== undefined) job.image = image;
-    await this.reserveBudgets(job, promptTokensOf(payloadBytes), arrivalMs);
-    const limits = { deviceRpm: this.config.deviceRateLimitRpm, queueMax: this.config.queueMax };
+    // Reserved by admission itself, after the quota, the idempotency record and the queue's room.
+    const { budgets } = this.deps;
+    const charges = budgets ? budgetCharges(budgets, job, promptTokensOf(payloadBytes), arrivalMs) : [];
+    if (charges.length > 0) job.budget = charges;
+    const { config } = this;
+    const limits = { deviceRpm: config.deviceRateLimitRpm, queueMax: config.queueMax, queueMaxBytes: config.queueMaxBytes, imageTtlMs: config.idempotencyTtlS * 1000 };
     const { dispatch } = this.deps;
     const claim = dispatch.claimAlong();
     let result: AdmitResult | undefined;
@@ -264,12 +289,11 @@ export class Intake {
       result = await this.store.admit(job, limits, arrivalMs, claim);
     } finally {
       if (claim) dispatch.adopt(claim, result?.kind === 'queued' ? result.along : undefined, job.key);
-      if (result?.kind !== 'queued') this.releaseBudgets(job);
     }
     let answer: OkReply | undefined;
     if (result.kind === 'cached') {
       answer = okReply(job, result.answer, { cached: true, attempts: 0, claimedAt: arrivalMs, upstreamMs: 0, now: this.clock() });
-      result = await this.store.admitAnswered(job, answer, limits, this.config.idempotencyTtlS, arrivalMs);
+      result = await this.store.admitAnswered(job, answer, this.config.idempotencyTtlS, arrivalMs);
     }
     // Fields rather than a child logger: a child per request costs more than the debug line it serves.
     const fields = { deviceId, reqId: request.id };
@@ -293,13 +317,12 @@ export class Intake {
         this.reply(job, result.reply);
         return 'duplicate';
       case 'rate_limited':
-        throw new BridgeError(
-          'rate_limited',
-          `device ${deviceId} is over ${this.config.deviceRateLimitRpm} requests/min`,
-          result.retryAfterMs,
-        );
+        throw this.rateLimited(deviceId, result.retryAfterMs, arrivalMs);
       case 'queue_full':
-        throw new BridgeError('queue_full', `the queue is full (QUEUE_MAX ${this.config.queueMax})`);
+        throw new BridgeError('queue_full', `the queue is full (QUEUE_MAX ${config.queueMax}, QUEUE_MAX_BYTES ${config.queueMaxBytes})`, QUEUE_FULL_RETRY_MS);
+      case 'budget_exceeded':
+        this.deps.onBudgetRefused?.(result.charge.budget);
+        throw budgetRefusal(result.charge, result.inFlight, Math.min(result.charge.resetAtMs - arrivalMs, config.upstreamTimeoutMs), arrivalMs);
       case 'cached':
         // admitAnswered never answers `cached`.
         throw new BridgeError('internal', 'admission answered cached twice');
@@ -320,11 +343,12 @@ function earliest(a: number | undefined, b: number | undefined): number | undefi
 
 /**
  * What the request's MQTT 5 properties ask of its reply; undefined when they ask nothing.
- * A response topic outside the device's namespace, or too many user properties to echo,
- * are the error that refuses the request.
+ * A response topic outside the device's namespace, too many user properties to echo, or a
+ * property given more than once (a protocol error), are the error that refuses the request.
  */
 function replyRouteOf(deviceId: string, properties: RequestProperties, cbor: boolean): ReplyRoute | BridgeError | undefined {
-  const { responseTopic, correlationData, userProperties } = properties;
+  const { responseTopic, correlationData, userProperties, repeated } = properties;
+  if (repeated) return new BridgeError('invalid_request', `MQTT 5 properties given more than once: ${repeated.join(', ')}`);
   if (responseTopic === undefined && userProperties === undefined) return cbor ? CBOR_ONLY : undefined;
   if (responseTopic !== undefined) {
     const problem = responseTopicProblem(deviceId, responseTopic);
@@ -347,14 +371,6 @@ function replyRouteOf(deviceId: string, properties: RequestProperties, cbor: boo
   };
   if (cbor) route.format = 'cbor';
   return route;
-}
-
-function parseJson(payload: Buffer): unknown {
-  try {
-    return JSON.parse(payload.toString('utf8'));
-  } catch {
-    throw new BridgeError('invalid_request', 'payload is not valid JSON');
-  }
 }
 
 /** The request as the schema reads it, or the error that refuses it. */

@@ -2,13 +2,15 @@
 // admitting work it cannot serve in time: otherwise event-loop delay, memory and reply latency
 // all climb together until replies go missing. Three guards, all asked before the store is
 // touched:
-// - event-loop delay, measured per window: a saturated loop delays every request it already
-//   holds, so new low-value work is refused first (priority-aware, with hysteresis);
+// - event-loop delay, measured per window, while the loop is busy with the bridge's own work: a
+//   saturated loop delays every request it already holds, so new low-value work is refused first
+//   (priority-aware, with hysteresis). A loop that is late only because another program has the
+//   CPU, and otherwise idle, is not overloaded: refusing its few requests would free nothing;
 // - admissions in flight: with a slow store (Redis), requests waiting for their admission
 //   pile up in memory whatever the loop does, so their number is bounded (every priority);
 // - queue wait (opt-in, queue-wait.ts): when the upstream is the bottleneck the loop stays
 //   quick while the queue absorbs the excess, and every reply comes seconds late.
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { type EventLoopUtilization, monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { type BridgeError, overloaded, type Priority } from '../../contract/index.js';
 import type { Logger } from '../logger.js';
 import { QueueWaitGuard, type QueueEstimate } from './queue-wait.js';
@@ -19,6 +21,12 @@ export type ShedReason = 'event_loop' | 'admissions' | 'queue_wait';
 export interface DelaySource {
   /** The largest delay (ms) seen since the previous call, which starts a new window. */
   takeWindowMs(): number;
+  /**
+   * The share (0 to 1) of the window last taken that the bridge spent on its own work: the loop
+   * running callbacks rather than waiting for I/O (its event-loop utilization), and the process
+   * on a CPU meanwhile. Absent: unknown, every delay counts as the bridge's own.
+   */
+  busyShare?(): number;
   close(): void;
 }
 
@@ -53,6 +61,14 @@ const RESOLUTION_MS = 10;
  * shows in consecutive windows, and 400 ms is still quick to react.
  */
 const WINDOWS_TO_ENTER = 2;
+/**
+ * A window counts towards overload only if the bridge was busy with its own work at least half
+ * of it. A loop with a backlog of its own (requests read, admissions and replies waiting) never
+ * waits for I/O and runs whenever it gets a CPU; a light load on a machine whose CPU another
+ * program took leaves the loop late but idle: shedding it would not make it faster. Leaving
+ * needs a quarter or less (or a quiet delay), so the state does not flap at the line.
+ */
+const BUSY_TO_ENTER = 0.5;
 const SUMMARY_EVERY_MS = 1000;
 /** A loop this far behind needs time to drain; retries spread over longer when it is further behind. */
 const RETRY_AFTER_PER_DELAY_MS = 10;
@@ -71,16 +87,34 @@ export function eventLoopDelaySource(windowMs: number): DelaySource {
   const histogram = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
   histogram.enable();
   let windowStart = performance.now();
+  let utilization = performance.eventLoopUtilization();
+  let cpu = process.cpuUsage();
+  let busy = 0;
   return {
     takeWindowMs() {
       const now = performance.now();
       const ms = Math.max(histogram.max / 1e6, now - windowStart - windowMs);
       histogram.reset();
+      busy = busyShare(utilization, cpu, now - windowStart);
       windowStart = now;
+      utilization = performance.eventLoopUtilization();
+      cpu = process.cpuUsage();
       return ms;
     },
+    busyShare: () => busy,
     close: () => histogram.disable(),
   };
+}
+
+/**
+ * The lesser of the window's event-loop utilization and the process's CPU time over it. Either
+ * alone is fooled: a process descheduled in the middle of a callback counts the wait as loop time,
+ * and a process that computes on other threads (garbage collection) uses CPU with an idle loop.
+ */
+function busyShare(since: EventLoopUtilization, cpuSince: NodeJS.CpuUsage, windowMs: number): number {
+  const loop = performance.eventLoopUtilization(performance.eventLoopUtilization(), since).utilization;
+  const { user, system } = process.cpuUsage(cpuSince);
+  return windowMs > 0 ? Math.min(loop, (user + system) / 1000 / windowMs) : 0;
 }
 
 /** Shed requests by reason, then priority, for the log. */
@@ -92,6 +126,7 @@ export class LoadShedder {
   private source: DelaySource | undefined;
   private timer: NodeJS.Timeout | undefined;
   private delayMs = 0;
+  private busy = 0;
   private overloaded = false;
   private windowsOver = 0;
   private readonly queueWait: QueueWaitGuard | undefined;
@@ -136,11 +171,12 @@ export class LoadShedder {
     const threshold = this.options.overloadDelayMs;
     if (threshold > 0 && this.source) {
       this.delayMs = this.source.takeWindowMs();
+      this.busy = this.source.busyShare?.() ?? 1;
       this.options.observer?.eventLoopDelay(this.delayMs);
-      this.windowsOver = this.delayMs > threshold ? this.windowsOver + 1 : 0;
-      // Hysteresis: leaving needs a clearly quiet window, so the state does not flap at the line.
+      this.windowsOver = this.delayMs > threshold && this.busy >= BUSY_TO_ENTER ? this.windowsOver + 1 : 0;
+      // Hysteresis: leaving needs a clearly quiet or idle window, so the state does not flap at the line.
       if (this.windowsOver >= WINDOWS_TO_ENTER) this.overloaded = true;
-      else if (this.delayMs < threshold / 2) this.overloaded = false;
+      else if (this.delayMs < threshold / 2 || this.busy < BUSY_TO_ENTER / 2) this.overloaded = false;
       this.eventLoopError = this.overloaded
         ? overloaded(`event-loop delay ${Math.round(this.delayMs)} ms, OVERLOAD_DELAY_MS ${threshold}`, this.delayMs * RETRY_AFTER_PER_DELAY_MS)
         : undefined;
@@ -199,6 +235,7 @@ export class LoadShedder {
     const now = this.clock();
     const context = {
       eventLoopDelayMs: Math.round(this.delayMs),
+      eventLoopBusy: Math.round(this.busy * 100) / 100,
       pendingAdmissions: this.pending,
       ...(this.queueWait ? { queueWait: this.queueWait.readings() } : {}),
     };

@@ -1,5 +1,7 @@
 // The request id an error reply names: read from the parsed body, or sniffed from the head of
 // a payload too large to parse (JSON or CBOR), so even that reply names its request.
+import type { InboundRequest } from '../../contract/index.js';
+import { imageRequestId } from './image.js';
 
 /** An id is echoed in error replies only while it is plausibly the device's own. */
 const MAX_ECHOED_ID = 256;
@@ -32,4 +34,10 @@ export function sniffCborId(payload: Buffer): string | null {
   const start = at + CBOR_ID_KEY.length + (short ? 1 : 2);
   const id = head.subarray(start, start + length).toString('utf8');
   return length > 0 && id.length === length && /^[A-Za-z0-9._:-]{1,64}$/.test(id) ? id : null;
+}
+
+/** The id a refusal names when the publish was refused unread: sniffed from its head (or its image topic). */
+export function sniffedId({ topic, payload, properties }: InboundRequest, cbor: boolean): string | null {
+  if (topic.kind === 'image' || topic.kind === 'bad_image_topic') return imageRequestId(topic, properties);
+  return cbor ? sniffCborId(payload) : sniffId(payload);
 }

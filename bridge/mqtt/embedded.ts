@@ -1,14 +1,16 @@
 // The broker port over the embedded Aedes broker: admission runs inside its
 // authorizePublish, so a request's PUBACK is sent only once it is admitted.
 import type { Logger } from 'pino';
-import { startBroker, type Broker, type BrokerConfig } from '../../broker/broker.js';
+import { startBroker, type Broker, type BrokerConfig, type BrokerOptions } from '../../broker/broker.js';
 import type { ClusterPlugins } from '../../broker/cluster.js';
-import type { RequestHandler } from '../../contract/index.js';
+import { deviceIdOfClientId, type RequestHandler } from '../../contract/index.js';
 import type { MqttPort } from './port.js';
 
 export interface EmbeddedPort extends MqttPort {
   readonly mode: 'embedded';
   readonly broker: Broker;
+  /** Called with a device id when its last connection to this instance closes (Sparkplug DDEATH). */
+  onDeviceGone(listener: (deviceId: string) => void): void;
 }
 
 export async function openEmbedded(
@@ -16,14 +18,22 @@ export async function openEmbedded(
   onRequest: RequestHandler,
   logger: Logger,
   plugins: ClusterPlugins | undefined,
+  options: BrokerOptions = {},
 ): Promise<EmbeddedPort> {
-  const broker = await startBroker(config, onRequest, logger, plugins);
+  const broker = await startBroker(config, onRequest, logger, plugins, options);
   // Keyed by client id: a session taken over by a new connection with the same id must not
   // be forgotten when the old one closes.
   const clients = new Map<string, object>();
   broker.aedes.on('client', (client) => clients.set(client.id, client));
+  const goneListeners: Array<(deviceId: string) => void> = [];
   broker.aedes.on('clientDisconnect', (client) => {
-    if (clients.get(client.id) === client) clients.delete(client.id);
+    if (clients.get(client.id) !== client) return;
+    clients.delete(client.id);
+    const deviceId = deviceIdOfClientId(client.id);
+    if (deviceId === null || goneListeners.length === 0) return;
+    // A device may hold several sessions (`id` and `id.*`): gone once the last one closed.
+    for (const id of clients.keys()) if (deviceIdOfClientId(id) === deviceId) return;
+    for (const listener of goneListeners) listener(deviceId);
   });
   return {
     mode: 'embedded',
@@ -42,5 +52,6 @@ export async function openEmbedded(
     // Devices keep their connections until close(); intake answers their requests `unavailable`.
     quiesce: async () => {},
     close: () => broker.close(),
+    onDeviceGone: (listener) => void goneListeners.push(listener),
   };
 }

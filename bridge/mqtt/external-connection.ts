@@ -164,7 +164,7 @@ async function admit(
   const topic = parseInferTopic(topicName);
   if (!topic) {
     // The subscription only matches request topics; a device id outside the contract lands here.
-    log.warn({ topic: topicName }, 'message on a request topic with an invalid device id: dropped');
+    log.warn({ topic: topicName.slice(0, 128), topicBytes: Buffer.byteLength(topicName) }, 'message on a request topic with an invalid device id: dropped');
     return PUBACK_REASON.payloadFormatInvalid;
   }
   const refusal = await onRequest({ topic, payload, properties: requestPropertiesOf(packet.properties) });

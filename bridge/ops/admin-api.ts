@@ -21,13 +21,19 @@ export interface AdminApiSources {
 
 export function adminApi({ store, priorityOffsetsMs, wake, clientIds, budgets }: AdminApiSources): AdminApi {
   return {
-    deadLetters: () => store.deadLetters(),
+    deadLetters: async (limit, after) => {
+      const now = Date.now();
+      const [page, { count }] = await Promise.all([store.deadLetters.page(limit, after, now), store.deadLetters.stats(now)]);
+      return { ...page, count };
+    },
+    deadLetter: (key) => store.deadLetters.get(key, Date.now()),
     replay: async (keys) => {
-      const count = await store.replayDeadLetters(keys, priorityOffsetsMs, Date.now());
+      const now = Date.now();
+      const count = keys === 'all' ? await store.deadLetters.replayAll(priorityOffsetsMs, now) : await store.deadLetters.replay(keys, priorityOffsetsMs, now);
       if (count > 0) wake();
       return count;
     },
-    purge: () => store.purgeDeadLetters(),
+    purge: () => store.deadLetters.purge(),
     usage: (hours) => {
       const now = Date.now();
       return store.usage(now - hours * HOUR_MS, now);

@@ -1,12 +1,16 @@
 // The admin HTTP's /v1/ routes (listed in admin.ts): each decodes the path and query, checks
 // the method and calls the AdminApi, returning the JSON body of a 200.
 import { HttpError } from '../../contract/index.js';
-import type { DeadLetter, UsageReport } from '../store/types.js';
+import { fromCursor } from '../store/dead-letters.js';
+import type { DeadLetter, DeadLetterPage, UsageReport } from '../store/types.js';
 import type { BudgetReport } from './budgets-report.js';
 
 /** What the operator API reaches; the composition root binds it to the store and broker. */
 export interface AdminApi {
-  deadLetters(): Promise<DeadLetter[]>;
+  /** One page of dead letters (oldest first) after the cursor, and how many are kept in all. */
+  deadLetters(limit: number, after: string | undefined): Promise<DeadLetterPage & { count: number }>;
+  /** One dead letter by its key (`deviceId/id`). */
+  deadLetter(key: string): Promise<DeadLetter | undefined>;
   /** Replays the dead letters of `keys` (`deviceId/id`) or all; returns how many. */
   replay(keys: string[] | 'all'): Promise<number>;
   purge(): Promise<number>;
@@ -18,6 +22,8 @@ export interface AdminApi {
 /** Throws 405 unless the request's method is one of `allowed`. */
 export type Only = (...allowed: string[]) => void;
 
+/** Dead letters per page of GET /v1/dlq: by default, and at most. */
+export const DLQ_PAGE = { default: 100, max: 1000 };
 /** Usage is kept about 8 days. */
 export const MAX_USAGE_HOURS = 192;
 const SEGMENT = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -26,12 +32,13 @@ const SEGMENT = /^[A-Za-z0-9._:-]{1,128}$/;
 export async function operatorApi(api: AdminApi, path: string, query: URLSearchParams, method: string, only: Only): Promise<unknown> {
   const segments = path.split('/').slice(2).map(decodeSegment); // after "", "v1"
   const [first, second, third, fourth] = segments;
-  if (first === 'dlq' && segments.length === 1) return deadLetters(api, method, only);
+  if (first === 'dlq' && segments.length === 1) return deadLetters(api, query, method, only);
   if (first === 'dlq' && second === 'replay' && segments.length === 2) {
     only('POST');
     return { replayed: await api.replay('all') };
   }
   if (first === 'dlq' && segments.length === 4 && fourth === 'replay' && second && third) return replayOne(api, `${second}/${third}`, only);
+  if (first === 'dlq' && segments.length === 3 && second && third) return deadLetter(api, `${second}/${third}`, only);
   if (first === 'usage' && segments.length === 1) return usage(api, query, only);
   if (first === 'budgets' && segments.length === 1) {
     only('GET');
@@ -45,23 +52,43 @@ export async function operatorApi(api: AdminApi, path: string, query: URLSearchP
   throw new HttpError(404, 'not found');
 }
 
-/** GET lists the dead letters; DELETE purges them. */
-async function deadLetters(api: AdminApi, method: string, only: Only): Promise<unknown> {
+/** GET lists a page of dead letters (`limit`, `after`: the `next` of the page before); DELETE purges them. */
+async function deadLetters(api: AdminApi, query: URLSearchParams, method: string, only: Only): Promise<unknown> {
   only('GET', 'DELETE');
   if (method === 'DELETE') return { purged: await api.purge() };
-  const entries = await api.deadLetters();
+  const { limit, after } = pageQuery(query, DLQ_PAGE);
+  const page = await api.deadLetters(limit, after);
+  return { count: page.count, entries: page.entries.map((letter) => ({ ...deadLetterFields(letter), request: letter.job.request })), next: page.next ?? null };
+}
+
+/** GET one dead letter with its request. */
+async function deadLetter(api: AdminApi, key: string, only: Only): Promise<unknown> {
+  only('GET');
+  const letter = await api.deadLetter(key);
+  if (!letter) throw new HttpError(404, `no dead letter ${key}`);
+  return { entry: { ...deadLetterFields(letter), request: letter.job.request } };
+}
+
+function deadLetterFields({ job, reply, atMs }: DeadLetter) {
   return {
-    count: entries.length,
-    entries: entries.map(({ job, reply, atMs }) => ({
-      key: job.key,
-      deviceId: job.deviceId,
-      id: job.id,
-      priority: job.priority,
-      at: new Date(atMs).toISOString(),
-      error: reply.ok ? undefined : reply.error,
-      request: job.request,
-    })),
+    key: job.key,
+    deviceId: job.deviceId,
+    id: job.id,
+    priority: job.priority,
+    at: new Date(atMs).toISOString(),
+    error: reply.ok ? undefined : reply.error,
+    attempts: job.attempts,
   };
+}
+
+/** `limit` (an integer from 1 to `sizes.max`, default `sizes.default`) and `after` (a cursor a page handed out). */
+export function pageQuery(query: URLSearchParams, sizes: { default: number; max: number }): { limit: number; after: string | undefined } {
+  const raw = query.get('limit');
+  const limit = raw === null ? sizes.default : Number(raw);
+  if (!Number.isInteger(limit) || limit < 1 || limit > sizes.max) throw new HttpError(400, `limit must be an integer from 1 to ${sizes.max}`);
+  const after = query.get('after') ?? undefined;
+  if (after !== undefined && fromCursor(after) === undefined) throw new HttpError(400, 'after must be the `next` of an earlier page');
+  return { limit, after };
 }
 
 async function replayOne(api: AdminApi, key: string, only: Only): Promise<unknown> {

@@ -1,7 +1,8 @@
 // Admin HTTP (HTTP_PORT): /healthz, /readyz, /metrics (Prometheus), and the operator API under
 // /v1/ behind `Authorization: Bearer ADMIN_TOKEN` (every /v1/ path is 404 while ADMIN_TOKEN is
 // unset). Routes:
-//   GET    /v1/dlq                          dead letters
+//   GET    /v1/dlq?limit=&after=            a page of dead letters (after: the page before's `next`)
+//   GET    /v1/dlq/{deviceId}/{id}          one dead letter with its request
 //   POST   /v1/dlq/replay                   replay every dead letter
 //   POST   /v1/dlq/{deviceId}/{id}/replay   replay one (its job key is deviceId/id; 404 if not listed)
 //   DELETE /v1/dlq                          purge the dead-letter list

@@ -1,5 +1,6 @@
 // What the metrics files share: the name prefix, the label values bound in advance, the
 // buckets, and the sources read from the rest of the bridge at scrape (or snapshot) time.
+import type { SessionStats } from '../../broker/broker.js';
 import { ERROR_CODES, PRIORITIES } from '../../contract/index.js';
 import type { ShedReason } from '../intake/overload.js';
 import type { BrokerRefusals } from '../mqtt/port.js';
@@ -28,6 +29,14 @@ export const CIRCUIT_VALUE: Record<CircuitState, number> = { closed: 0, 'half-op
 export type Child = { inc(value?: number): void };
 export type HistogramChild = { observe(value: number): void };
 
+export interface ScadaStats {
+  answers: number;
+  failures: number;
+  dropped: number;
+  /** Undefined while Sparkplug is off. */
+  sparkplugPublishing?: boolean | undefined;
+}
+
 /** What the metrics read from the rest of the bridge at scrape (or snapshot) time. */
 export interface MetricsSources {
   queueDepth(): Promise<QueueDepth>;
@@ -35,6 +44,12 @@ export interface MetricsSources {
   providers(): Array<{ name: string; circuit: CircuitState }>;
   connectedClients(): number;
   refusals(): BrokerRefusals;
+  /** The embedded broker's persistent sessions (undefined with BROKER_URL). */
+  sessions?: (() => SessionStats | undefined) | undefined;
+  /** Dead letters this instance dropped to keep the list within DLQ_MAX and DLQ_MAX_BYTES. */
+  deadLettersDropped?: (() => number) | undefined;
+  /** The SCADA outputs' counts and the Sparkplug Edge Node's state (undefined while both are off). */
+  scada?: (() => ScadaStats | undefined) | undefined;
   /** The CONFIG_FILE budgets' use in their current periods (none configured: no series). */
   budgets?: (() => Promise<BudgetReport>) | undefined;
 }

@@ -3,6 +3,8 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { PRIORITIES } from '../../contract/index.js';
 import type { BudgetReport } from './budgets-report.js';
+import { registerScadaState } from './metrics-scada.js';
+import { registerSessionState } from './metrics-sessions.js';
 import { CIRCUIT_VALUE, PREFIX, readQueueDepth, STORE_SCRAPE_TIMEOUT_MS, withTimeout, type MetricsSources } from './metrics-common.js';
 
 /** The queue, the jobs this instance holds and the providers' circuits. */
@@ -27,6 +29,15 @@ export function registerWorkState(registers: Registry[], sources: MetricsSources
       this.reset();
       if (!depth) return;
       for (const p of PRIORITIES) this.set({ priority: p }, depth[p]);
+    },
+  });
+  new Counter({
+    name: `${PREFIX}dead_letters_dropped_total`,
+    help: 'Dead letters this instance dropped, oldest first, to keep the list within DLQ_MAX entries and DLQ_MAX_BYTES',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(sources.deadLettersDropped?.() ?? 0);
     },
   });
   new Gauge({
@@ -61,7 +72,7 @@ export function registerBrokerState(registers: Registry[], sources: MetricsSourc
   });
   new Counter({
     name: `${PREFIX}auth_refusals_total`,
-    help: 'Connections refused at CONNECT (credentials, client id, will topic, MAX_CONNECTIONS)',
+    help: 'Connections refused at CONNECT (credentials, client id, a credentialed id taken anonymously, will topic, MAX_CONNECTIONS, Redis unreachable) or at the WebSocket upgrade (Origin)',
     registers,
     collect() {
       this.reset();
@@ -70,7 +81,7 @@ export function registerBrokerState(registers: Registry[], sources: MetricsSourc
   });
   new Counter({
     name: `${PREFIX}acl_refusals_total`,
-    help: 'Publishes and subscriptions refused by the topic access rules',
+    help: 'Publishes, subscriptions and unsubscriptions refused by the topic access rules or MAX_TOPIC_LENGTH',
     labelNames: ['action'] as const,
     registers,
     collect() {
@@ -91,6 +102,8 @@ export function registerBrokerState(registers: Registry[], sources: MetricsSourc
       for (const [reason, count] of Object.entries(slow)) this.inc({ reason }, count);
     },
   });
+  registerSessionState(registers, sources);
+  registerScadaState(registers, sources);
 }
 
 /** One read shared by every caller until it settles: the next scrape starts a new one. */

@@ -63,6 +63,11 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
     labelNames: ['budget'] as const,
     registers: [],
   });
+  private readonly refusalRepliesDropped = new Counter({
+    name: `${PREFIX}refusal_replies_dropped_total`,
+    help: 'rate_limited refusals of devices over DEVICE_RATE_LIMIT_RPM dropped without a reply (at most one a second per device is sent)',
+    registers: [],
+  });
 
   // Plain counters for the snapshot's rates (reset each interval): index = PRIORITY_LABELS.
   private readonly intervalByPriority = new Array<number>(PRIORITY_LABELS.length).fill(0);
@@ -86,10 +91,15 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
     registerBrokerState(registers, sources);
     if (sources.budgets) registerBudgetState(registers, sources.budgets);
     this.registry.registerMetric(this.budgetRefusals);
+    this.registry.registerMetric(this.refusalRepliesDropped);
   }
 
   budgetRefused(budget: string): void {
     this.budgetRefusals.labels(budget).inc();
+  }
+
+  refusalReplyDropped(): void {
+    this.refusalRepliesDropped.inc();
   }
 
   /** Prometheus text exposition. */

@@ -14,19 +14,27 @@
 // 1 and 3 are retried (the job keeps its slot) until it is back or shutdown gives up on them.
 import { fairCharge } from '../config/fair-share.js';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Answer, BridgeError, type Reply, type Usage } from '../../contract/index.js';
-import type { Price } from '../config/config-file.js';
+import { type Answer, BridgeError, type ErrorCode, type Reply, type Usage } from '../../contract/index.js';
+import { priceOf, type Price } from '../config/models.js';
 import type { LazyLog } from '../logger.js';
 import { answerFields } from './replies.js';
 import type { Results } from './results.js';
 import type { ClaimedJob, CompleteOptions, Job, Store, UsageRecord } from '../store/types.js';
 
-/** Terminal failures worth an operator's look; the rest are the device's own doing. */
-const DEAD_LETTER_CODES = new Set(['upstream_error', 'upstream_timeout', 'internal']);
+/**
+ * The failures a replay could turn into an answer, kept for the operator: the upstream failed
+ * after its retries or did not answer in time, was out of reach, or the bridge failed
+ * (`internal`, a bug a fixed bridge may answer). Never a refusal the request caused or that
+ * holds for it as it is (`invalid_request`, `payload_too_large`), nor one about the device's
+ * quota, budget, the queue or its own deadline (`rate_limited`, `budget_exceeded`,
+ * `queue_full`, `expired`): a replay would be refused the same, and a device could fill the
+ * list with them. The device has its reply either way.
+ */
+const DEAD_LETTER_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['upstream_error', 'upstream_timeout', 'invalid_output', 'unavailable', 'internal']);
 export const STORE_RETRY_MS = 1000;
 
 /** What a completion records besides the reply (CompleteOptions' optional part). */
-export type Bookkeeping = Pick<CompleteOptions, 'cache' | 'unlead' | 'usage'>;
+export type Bookkeeping = Pick<CompleteOptions, 'cache' | 'unlead' | 'usage' | 'spent'>;
 
 export interface CompletionConfig {
   idempotencyTtlS: number;
@@ -53,15 +61,18 @@ export function answerBookkeeping(job: Job, answer: Answer, config: Pick<Complet
   return bookkeeping;
 }
 
-/** One answered call's usage, priced. */
-function pricedUsage(job: Job, model: string, usage: Usage, prices: Record<string, Price>): UsageRecord {
+/**
+ * One answered call's usage, priced. `estimated`: the claim charged the job's fair-share
+ * estimate for this call (its first), so the counter gets only the difference.
+ */
+export function pricedUsage(job: Job, model: string, usage: Usage, prices: Record<string, Price>, estimated = true): UsageRecord {
   const { prompt_tokens: promptTokens, completion_tokens: completionTokens } = usage;
-  const price = prices[model];
+  const price = priceOf(prices, model, job.request.model);
   const costUsd = price ? (promptTokens * price.inputPerMillion + completionTokens * price.outputPerMillion) / 1e6 : 0;
   const record: UsageRecord = { deviceId: job.deviceId, model, priority: job.priority, promptTokens, completionTokens, costUsd };
   if (job.template !== undefined) record.template = job.template;
   // Fair share: its claim charged the estimate; the counter gets the difference to the real use.
-  if (job.fairCost !== undefined) record.fairDelta = fairCharge(promptTokens, completionTokens, job.fairWeight ?? 1) - job.fairCost;
+  if (job.fairCost !== undefined) record.fairDelta = fairCharge(promptTokens, completionTokens, job.fairWeight ?? 1) - (estimated ? job.fairCost : 0);
   return record;
 }
 
@@ -126,6 +137,7 @@ export class Completion {
     if (bookkeeping.cache !== undefined) options.cache = bookkeeping.cache;
     if (bookkeeping.unlead !== undefined) options.unlead = bookkeeping.unlead;
     if (bookkeeping.usage !== undefined) options.usage = bookkeeping.usage;
+    if (bookkeeping.spent !== undefined) options.spent = bookkeeping.spent;
     await this.retrying('the completion', log, signal, () => this.store.complete(job, reply, options, this.clock()));
   }
 

@@ -1,6 +1,6 @@
 // Ok replies, built in one place whether the answer came from the upstream, the cache or an
 // identical request in flight: each carries the request's own id and priority.
-import type { Answer, BridgeError, ErrorReply, OkReply, Priority } from '../../contract/index.js';
+import { type Answer, BridgeError, type ErrorReply, type OkReply, type Priority } from '../../contract/index.js';
 import type { CachedAnswer, Job } from '../store/types.js';
 
 /** The answer's part of an ok reply (model, content or vectors, usage), without undefined keys. */
@@ -12,6 +12,7 @@ export function answerFields(answer: CachedAnswer): Answer {
   if (answer.embedding) fields.embedding = answer.embedding;
   if (answer.embeddings) fields.embeddings = answer.embeddings;
   if (answer.usage) fields.usage = answer.usage;
+  if (answer.data) fields.data = answer.data;
   return fields;
 }
 
@@ -35,6 +36,7 @@ export function okReply(job: Job, answer: CachedAnswer, facts: ReplyFacts): OkRe
   if (answer.embedding) reply.embedding = answer.embedding;
   if (answer.embeddings) reply.embeddings = answer.embeddings;
   if (answer.usage) reply.usage = answer.usage;
+  if (answer.data) reply.data = answer.data;
   reply.cached = facts.cached;
   reply.attempts = facts.attempts;
   reply.priority = job.priority;
@@ -51,4 +53,15 @@ export function errorReply(id: string | null, err: BridgeError, priority?: Prior
   const error: ErrorReply['error'] = { code: err.code, message: err.message };
   if (err.retryAfterMs !== undefined) error.retry_after_ms = Math.max(0, Math.ceil(err.retryAfterMs));
   return priority === undefined ? { id, ok: false, error } : { id, ok: false, priority, error };
+}
+
+/**
+ * The error reply of an answer that broke its output schema after every retry: the first
+ * violation, and the start of the answer (already bounded) for the operator (it is kept with
+ * the dead letter).
+ */
+export function invalidOutputReply(job: Job, violation: string, raw: string): ErrorReply {
+  const reply = errorReply(job.id, new BridgeError('invalid_output', `the answer breaks its output schema: ${violation}`), job.priority);
+  reply.error.raw = raw;
+  return reply;
 }

@@ -12,6 +12,7 @@ import {
   type ReplyRoute,
 } from '../../contract/index.js';
 import type { Logger } from '../logger.js';
+import type { AnswerSink } from '../scada/answers.js';
 import { StreamPublisher, type StreamSettings } from './stream.js';
 
 /** Who gets a reply: a queued job, or a request refused before it became one. */
@@ -20,6 +21,8 @@ export interface ReplyTarget {
   route?: ReplyRoute | undefined;
   /** The request's deadline: the reply on the response topic expires with it. */
   deadlineMs?: number | undefined;
+  /** The template a template request named: its replies also go to the SCADA outputs. */
+  template?: string | undefined;
 }
 
 export interface ReplyObserver {
@@ -36,6 +39,8 @@ export class Results {
     private readonly observer?: ReplyObserver,
     private readonly clock: () => number = Date.now,
     private readonly streamSettings: StreamSettings = DEFAULT_STREAM_SETTINGS,
+    /** The SCADA outputs, when UNS or Sparkplug is on. */
+    private readonly answers?: AnswerSink,
   ) {}
 
   /** Where a `"stream": true` request's text goes as it is written (devices/{id}/stream). */
@@ -45,9 +50,13 @@ export class Results {
 
   async send(target: ReplyTarget, reply: Reply): Promise<void> {
     this.observer?.reply(reply, target.deviceId);
+    if (this.answers !== undefined && target.template !== undefined) {
+      this.answers.answered({ deviceId: target.deviceId, template: target.template, reply, atMs: this.clock() });
+    }
     const { route } = target;
     const cbor = route?.format === 'cbor';
-    const payload = cbor ? encodeCbor(reply) : Buffer.from(JSON.stringify(reply));
+    const outgoing = forDevice(reply);
+    const payload = cbor ? encodeCbor(outgoing) : Buffer.from(JSON.stringify(outgoing));
     if (!route) {
       await this.publish(topics.result(target.deviceId), payload, { qos: 1, retain: false });
       return;
@@ -63,6 +72,17 @@ export class Results {
     }
     await Promise.all(sent);
   }
+}
+
+/**
+ * The reply as the device gets it: an `invalid_output`'s `raw` (up to 4 KiB of the model's text)
+ * stays with the stored reply and the dead letter, for the operator; a constrained device's
+ * buffer need not hold it.
+ */
+function forDevice(reply: Reply): Reply {
+  if (reply.ok || reply.error.raw === undefined) return reply;
+  const { raw: _raw, ...error } = reply.error;
+  return { ...reply, error };
 }
 
 /** The time left before a deadline, in whole seconds; at least 1, so a late reply still reaches a connected subscriber. */

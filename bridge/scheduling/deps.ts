@@ -15,7 +15,9 @@ export type SchedulerConfig = Pick<
   | 'idempotencyTtlS'
   | 'upstreamModel'
   | 'cacheTtlS'
-> & {
+> &
+  /** OUTPUT_RETRIES (default 1). */
+  Partial<Pick<Config, 'outputRetries'>> & {
   /** Model → price per million tokens (CONFIG_FILE `prices`), for the usage's cost. */
   prices: Record<string, Price>;
   /** CONFIG_FILE `embeddingModel`: the model of embeddings requests that name none (never UPSTREAM_MODEL). */

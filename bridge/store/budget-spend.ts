@@ -41,13 +41,13 @@ const tidy = (n: number): number => Math.round(n * 1e6) / 1e6 + 0; // + 0: never
 export class MemorySpend {
   private readonly records = new Map<string, { until: number; subjects: Map<string, { used: number; reserved: number }> }>();
 
-  reserve(charges: BudgetCharge[], now: number): BudgetCharge | undefined {
+  /** Reserves every charge, all or none; or the first that refuses, and whether only reservations refused it. */
+  reserve(charges: BudgetCharge[], now: number): { charge: BudgetCharge; inFlight: boolean } | undefined {
     for (const [record, until] of [...this.records].map(([k, v]) => [k, v.until] as const)) if (until <= now) this.records.delete(record);
-    const refusing = charges.find((c) => {
+    for (const c of charges) {
       const s = this.records.get(recordOf(c))?.subjects.get(c.subject) ?? { used: 0, reserved: 0 };
-      return !c.exempt && s.used + s.reserved + c.estimate > c.limit;
-    });
-    if (refusing) return refusing;
+      if (!c.exempt && s.used + s.reserved + c.estimate > c.limit) return { charge: c, inFlight: s.used + c.estimate <= c.limit };
+    }
     for (const c of charges) this.subject(c).reserved += c.estimate;
     return undefined;
   }
@@ -78,13 +78,15 @@ export class RedisSpend {
     private readonly redis: Redis,
     /** `{prefix}:` */
     private readonly base: string,
-    private readonly run: (fn: 'budget-reserve' | 'budget-settle', keys: string[], args: LuaArg[]) => Promise<unknown>,
+    private readonly run: (fn: 'budget-settle', keys: string[], args: LuaArg[]) => Promise<unknown>,
   ) {}
 
-  async reserve(charges: BudgetCharge[]): Promise<BudgetCharge | undefined> {
-    const args = charges.flatMap((c) => [c.subject, c.limit, c.estimate, c.exempt ? '1' : '0', c.resetAtMs + KEEP_MS]);
-    const refused = Number(await this.run('budget-reserve', charges.map((c) => this.key(c)), args));
-    return refused === 0 ? undefined : charges[refused - 1];
+  /** The spend keys and arguments that reserve these charges inside admit (lua/includes/spend.lua). */
+  reservation(charges: BudgetCharge[]): { keys: string[]; args: LuaArg[] } {
+    return {
+      keys: charges.map((c) => this.key(c)),
+      args: charges.flatMap((c) => [c.subject, c.limit, c.estimate, c.exempt ? '1' : '0', c.resetAtMs + KEEP_MS]),
+    };
   }
 
   async settle(settled: Array<{ charge: BudgetCharge; used: number }>): Promise<void> {

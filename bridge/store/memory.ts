@@ -1,10 +1,11 @@
 // In-process coordination for a single instance (no REDIS_URL). Every method does its
 // whole step synchronously, so each step is atomic just as a Lua script is in Redis.
-import { PRIORITIES, type Priority, type Reply } from '../../contract/index.js';
+import { PRIORITIES, type Reply } from '../../contract/index.js';
 import type { BudgetCharge } from '../config/budgets.js';
 import { MemorySpend, settlementOf, type BudgetPeriod, type BudgetUse } from './budget-spend.js';
 import { ReadyQueue, type Queued } from './memory-queue.js';
 import { SlidingWindow } from './sliding-window.js';
+import { DeviceQuota, QueueBytes } from './memory-limits.js';
 import { MemoryAnswers } from './memory-answers.js';
 import { DeadlineIndex, takeDue } from './memory-deadlines.js';
 import type {
@@ -19,15 +20,18 @@ import type {
   ClaimedJob,
   ClaimOptions,
   ClaimResult,
-  DeadLetter,
+  DeadLetterBounds,
   ExpiredJob,
   Job,
   QueueDepth,
+  QuotaCharge,
   RateTake,
   RecordResult,
   Store,
 } from './types.js';
-import { replayedJob, withoutImageBytes } from './types.js';
+import { withoutImageBytes } from './types.js';
+import { DEFAULT_DEAD_LETTER_BOUNDS } from './dead-letters.js';
+import { MemoryDeadLetters } from './memory-dead-letters.js';
 
 const MINUTE_MS = 60_000;
 const SWEEP_EVERY = 4096;
@@ -51,8 +55,6 @@ interface LockHolder {
   expiresAt: number;
 }
 
-/** Queue order: smallest score first, then first admitted. */
-
 export class MemoryStore implements Store {
   readonly durable = false;
 
@@ -60,39 +62,47 @@ export class MemoryStore implements Store {
   private readonly spend = new MemorySpend();
   private seq = 0;
   private readonly records = new Map<string, Record_>();
-  private readonly deviceWindows = new Map<string, SlidingWindow>();
+  private readonly quota = new DeviceQuota();
+  private readonly bytes = new QueueBytes();
   private readonly calls = new SlidingWindow(MINUTE_MS);
   private readonly leases = new Map<string, Lease>();
   private readonly locks = new Map<string, LockHolder>();
-  private readonly fences = new Map<string, number>();
+  /** The last fencing number granted: one counter for every lock (as in Redis), so no lock name is kept. */
+  private lastFence = 0;
   /** Jobs waiting for a held lock, in the order they were due. */
   private readonly parked = new Map<string, Queued[]>();
-  private readonly dlq: DeadLetter[] = [];
+  readonly deadLetters: MemoryDeadLetters;
   private pausedUntil = 0;
   private readonly answers = new MemoryAnswers();
   private readonly deadlines = new DeadlineIndex();
   private admissions = 0;
 
-  /** `fairShare` (FAIR_SHARE, default true): fair share within a priority class (memory-queue.ts). */
-  constructor({ fairShare = true }: { fairShare?: boolean } = {}) {
+  /**
+   * `fairShare` (FAIR_SHARE, default true): fair share within a priority class (memory-queue.ts);
+   * `deadLetters`: DLQ_MAX, DLQ_MAX_BYTES and DLQ_TTL_S.
+   */
+  constructor({ fairShare = true, deadLetters = DEFAULT_DEAD_LETTER_BOUNDS }: { fairShare?: boolean; deadLetters?: DeadLetterBounds } = {}) {
     this.queue = new ReadyQueue(fairShare);
+    this.deadLetters = new MemoryDeadLetters(deadLetters, (job) => {
+      this.records.set(job.key, { state: 'pending' });
+      this.enqueue({ job, seq: this.seq++ });
+    });
   }
 
   async admit(job: Job, limits: AdmitLimits, now: number, claim?: ClaimOptions): Promise<AdmitResult> {
+    const quota = await this.chargeQuota(job.deviceId, limits.deviceRpm, now);
+    if (!quota.ok) return { kind: 'rate_limited', retryAfterMs: quota.retryAfterMs };
     const record = this.records.get(job.key);
     if (record?.state === 'pending') return { kind: 'duplicate_pending' };
     if (record?.state === 'done' && record.expiresAt > now) return { kind: 'duplicate_done', reply: record.reply };
-
-    if (++this.admissions % SWEEP_EVERY === 0) this.sweep(now);
-    const window = this.deviceWindow(job.deviceId);
-    if (window.count(now) >= limits.deviceRpm) {
-      return { kind: 'rate_limited', retryAfterMs: window.freeAt(limits.deviceRpm, now) - now };
-    }
     const answer = job.cacheKey === undefined ? undefined : this.answers.cached(job.cacheKey, now);
     if (answer) return { kind: 'cached', answer };
-    if (this.queuedCount() >= limits.queueMax) return { kind: 'queue_full' };
+    const size = this.bytes.fits(job, limits);
+    if (this.queuedCount() >= limits.queueMax || size === undefined) return { kind: 'queue_full' };
+    const refused = this.spend.reserve(job.budget ?? [], now);
+    if (refused) return { kind: 'budget_exceeded', ...refused };
 
-    window.add(now, 1);
+    this.bytes.add(job.key, size);
     this.records.set(job.key, { state: 'pending' });
     this.enqueue({ job, seq: this.seq++ });
     if (!claim) return { kind: 'queued' };
@@ -101,6 +111,11 @@ export class MemoryStore implements Store {
     const taken = claimed.jobs.some((j) => j.key === job.key);
     const lead = taken && cacheKey !== undefined ? this.answers.lead(cacheKey, job.key, claim.leaseMs, now) : undefined;
     return { kind: 'queued', along: { claim: claimed, lead } };
+  }
+
+  async chargeQuota(deviceId: string, rpm: number, now: number): Promise<QuotaCharge> {
+    if (++this.admissions % SWEEP_EVERY === 0) this.sweep(now);
+    return this.quota.charge(deviceId, rpm, now);
   }
 
   async claim(options: ClaimOptions, now: number): Promise<ClaimResult> {
@@ -147,8 +162,7 @@ export class MemoryStore implements Store {
       this.queue.charge(job.priority, job.deviceId, job.fairCost ?? 0);
       let fence: number | undefined;
       if (lock !== undefined) {
-        fence = (this.fences.get(lock) ?? 0) + 1;
-        this.fences.set(lock, fence);
+        fence = ++this.lastFence;
         this.locks.set(lock, { jobKey: job.key, expiresAt: now + options.leaseMs });
       }
       const claimed: ClaimedJob = { ...job, owner: options.owner, fence, callId: take.callId };
@@ -197,11 +211,12 @@ export class MemoryStore implements Store {
 
   async complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void> {
     // By the job's first answer only: a stale holder's answer may have come first.
-    if (job.budget?.length && this.records.get(job.key)?.state !== 'done') this.spend.settle(settlementOf(job.budget, options.usage));
+    if (job.budget?.length && this.records.get(job.key)?.state !== 'done') this.spend.settle(settlementOf(job.budget, options.spent ?? options.usage));
     this.records.set(job.key, { state: 'done', reply, expiresAt: now + options.ttlS * 1000 });
+    this.bytes.forget(job.key);
     this.dropLease(job.key);
     // As data: a replayed dead letter must not carry the recorded reply of its first life.
-    if (options.deadLetter) this.dlq.push({ job: withoutImageBytes(plainJob(job)), reply, atMs: now });
+    if (options.deadLetter) this.deadLetters.add({ job: withoutImageBytes(plainJob(job)), reply, atMs: now }, now);
     if (options.cache) await this.cacheSet(options.cache.key, options.cache.answer, options.cache.ttlMs, now);
     if (options.unlead !== undefined) await this.unlead(options.unlead, job.key);
     if (options.usage) await this.recordUsage(options.usage, now);
@@ -223,7 +238,7 @@ export class MemoryStore implements Store {
       const held = plainJob(lease.job);
       const job = { ...held, attempts: held.attempts + 1 };
       // A recorded reply is the job's answer already: requeued, its next claim publishes it.
-      if (job.attempts >= maxAttempts && this.recorded(key) === undefined) exhausted.push(job);
+      if (job.attempts >= maxAttempts && this.recorded(key) === undefined) exhausted.push(this.handedOut(job));
       else this.enqueue({ job, seq: this.seq++ });
     }
     return exhausted;
@@ -232,7 +247,7 @@ export class MemoryStore implements Store {
   async drain(): Promise<Job[]> {
     const all = [...this.queue.takeAll(), ...[...this.parked.values()].flat()].map((q) => q.job);
     this.parked.clear();
-    for (const job of all) this.records.delete(job.key);
+    for (const job of all) this.records.delete(this.handedOut(job).key);
     return all;
   }
 
@@ -241,23 +256,15 @@ export class MemoryStore implements Store {
     return record?.state === 'done' && record.expiresAt > now ? record.reply : undefined;
   }
 
+  async queueBytes(): Promise<number> {
+    return this.bytes.bytes;
+  }
+
   async queueDepth(): Promise<QueueDepth> {
     const depth = Object.fromEntries(PRIORITIES.map((p) => [p, 0])) as QueueDepth;
     for (const q of this.queue.values()) depth[q.job.priority] += 1;
     for (const list of this.parked.values()) for (const q of list) depth[q.job.priority] += 1;
     return depth;
-  }
-
-  async deadLetters(): Promise<DeadLetter[]> {
-    return [...this.dlq];
-  }
-
-  async deadLetterCount(): Promise<number> {
-    return this.dlq.length;
-  }
-
-  async reserveBudgets(charges: BudgetCharge[], now: number): Promise<BudgetCharge | undefined> {
-    return this.spend.reserve(charges, now);
   }
 
   async settleBudgets(settled: Array<{ charge: BudgetCharge; used: number }>): Promise<void> {
@@ -268,29 +275,10 @@ export class MemoryStore implements Store {
     return this.spend.use(periods);
   }
 
-  async replayDeadLetters(keys: string[] | 'all', offsetsMs: Record<Priority, number>, now: number): Promise<number> {
-    const chosen = this.dlq.filter((entry) => keys === 'all' || keys.includes(entry.job.key));
-    for (const entry of chosen) {
-      this.dlq.splice(this.dlq.indexOf(entry), 1);
-      this.records.set(entry.job.key, { state: 'pending' });
-      this.enqueue({ job: replayedJob(entry.job, offsetsMs, now), seq: this.seq++ });
-    }
-    return chosen.length;
-  }
-
-  async purgeDeadLetters(): Promise<number> {
-    return this.dlq.splice(0).length;
-  }
-
-  async admitAnswered(job: Job, reply: Reply, limits: AdmitLimits, ttlS: number, now: number): Promise<AdmitResult> {
+  async admitAnswered(job: Job, reply: Reply, ttlS: number, now: number): Promise<AdmitResult> {
     const record = this.records.get(job.key);
     if (record?.state === 'pending') return { kind: 'duplicate_pending' };
     if (record?.state === 'done' && record.expiresAt > now) return { kind: 'duplicate_done', reply: record.reply };
-    const window = this.deviceWindow(job.deviceId);
-    if (window.count(now) >= limits.deviceRpm) {
-      return { kind: 'rate_limited', retryAfterMs: window.freeAt(limits.deviceRpm, now) - now };
-    }
-    window.add(now, 1);
     this.records.set(job.key, { state: 'done', reply, expiresAt: now + ttlS * 1000 });
     return { kind: 'answered' };
   }
@@ -327,7 +315,14 @@ export class MemoryStore implements Store {
     return record?.state === 'pending' ? record.recorded : undefined;
   }
 
+  /** A job handed out without a lease (expired, out of attempts, drained) stops counting toward QUEUE_MAX_BYTES, as in Redis. */
+  private handedOut<T extends Job>(job: T): T {
+    this.bytes.forget(job.key);
+    return job;
+  }
+
   private asExpired(job: Job): ExpiredJob {
+    this.handedOut(job);
     const recordedReply = this.recorded(job.key);
     return recordedReply ? { ...job, recordedReply } : job;
   }
@@ -382,18 +377,9 @@ export class MemoryStore implements Store {
     return { ok: false, retryAtMs: Math.max(rpmAt, tpmAt) };
   }
 
-  private deviceWindow(deviceId: string): SlidingWindow {
-    let window = this.deviceWindows.get(deviceId);
-    if (!window) {
-      window = new SlidingWindow(MINUTE_MS);
-      this.deviceWindows.set(deviceId, window);
-    }
-    return window;
-  }
-
   /** Forgets idle devices' windows and expired replies, so a long run does not grow without bound. */
   private sweep(now: number): void {
-    for (const [deviceId, window] of this.deviceWindows) if (window.count(now) === 0) this.deviceWindows.delete(deviceId);
+    this.quota.sweep(now);
     for (const [key, record] of this.records) if (record.state === 'done' && record.expiresAt <= now) this.records.delete(key);
     this.answers.sweep(now);
   }

@@ -11,15 +11,25 @@
 //   {p}:depth      hash   priority → waiting jobs
 //   {p}:leases     zset   jobKey → lease expiry (ms) for running jobs
 //   {p}:locks      hash   lockId → holding jobKey (held while that job's lease runs)
-//   {p}:fences     hash   lockId → last fencing number granted
+//   {p}:fence      string the last fencing number granted: one counter for every lock, so a
+//                         key's fences rise and no lock name is kept (upgrade-fences.lua moves
+//                         0.7's {p}:fences hash, lockId → last number, into it)
 //   {p}:budget     hash   the upstream's rolling window (lua/includes/window.lua): calls (c<bucket>)
 //                         and tokens (t<bucket>) per 2 s bucket, and `pause`: paused until (ms), after a 429
 //   {p}:seq        string counter for members
-//   {p}:dlq        list   dead-letter entries (JSON {job, reply, atMs})
+//   {p}:dlq:index  zset   dead letters, oldest first: members '<time, 13 digits>|<job key>', all
+//                         score 0 (lex order; lua/includes/dead-letters.lua)
+//   {p}:dlq:entries hash  job key → '<time>|<entry JSON {job, reply, atMs}>'
+//   {p}:dlq:bytes  string the entries' total size, bounded by DLQ_MAX_BYTES
+//   {p}:qbytes     string the stored size of every job admitted and not yet answered (each
+//                         record's b), for QUEUE_MAX_BYTES
 //   {p}:idem:{deviceId}/{id}  the job record and idempotency record in one key: a hash while
 //                             the job lives (its data, attempts, holder, place, recorded reply:
 //                             lua/includes/records.lua), then the string 'd<exp>|<reply>'
 //   {p}:quota:{deviceId}      hash  the device's admissions, a rolling window like the budget's
+//   {p}:img:{sha256}          hash  a raw image's base64 (d), once however many jobs carry it, and
+//                             how many job records hold it (n): gone with the last of them, or
+//                             IDEMPOTENCY_TTL_S after the latest admission that named it
 //   {p}:cache:{sha256}        string  expiresAt|answer JSON of a successful answer (PX = CACHE_TTL_S),
 //                             or, until there is one, the coalescing flight: F<leader job key>|<lease end>
 //   {p}:usage:{hour}          hash  token and cost totals of one hour (by device, model, priority)
@@ -32,6 +42,14 @@
 //                             to, so PUBSUB NUMSUB counts them (broker/presence.ts)
 //   {p}:dashboard:devices     pub/sub channel (not a key): an operator's device search, asked
 //                             of every instance; each answers on …:devices:{instance}
+//   {p}:scada:good            zset  deviceId/template → when its last good answer was kept (ms):
+//                             recency for SCADA_MAX_TAGS, age for SCADA_TAG_TTL_S (redis-scada-state.ts)
+//   {p}:scada:records         hash  deviceId/template → its last good answer (ScadaAnswer JSON)
+//   {p}:scada:bdseq:{node}    string  the Sparkplug Edge Node's last bdSeq (0–255), no expiry
+//   {p}:scada:lease:{node}    string  the instance publishing the Edge Node (PX = the lease)
+//   {p}:scada:session:{node}  string  the bdSeq of the Edge Node session whose NDEATH is not out yet, no expiry
+//   {p}:scada:events          pub/sub channel (not a key): answers and devices gone, handed to
+//                             the instance publishing the Edge Node
 //
 // lockId is the SHA-1 of the request's `lock`, so any lock string is safe inside members.
 import { createHash } from 'node:crypto';
@@ -47,10 +65,14 @@ export function redisKeys(prefix: string) {
     depth: `${p}:depth`,
     leases: `${p}:leases`,
     locks: `${p}:locks`,
-    fences: `${p}:fences`,
+    fence: `${p}:fence`,
     budget: `${p}:budget`,
     seq: `${p}:seq`,
-    dlq: `${p}:dlq`,
+    /** K['dlq:index'], K['dlq:entries'], K['dlq:bytes'] in Lua. */
+    dlqIndex: `${p}:dlq:index`,
+    dlqEntries: `${p}:dlq:entries`,
+    dlqBytes: `${p}:dlq:bytes`,
+    qbytes: `${p}:qbytes`,
   };
   return {
     ...fixed,
@@ -59,6 +81,7 @@ export function redisKeys(prefix: string) {
     idem: (jobKey: string) => `${p}:idem:${jobKey}`,
     quota: (deviceId: string) => `${p}:quota:${deviceId}`,
     cache: (hash: string) => `${p}:cache:${hash}`,
+    image: (sha256: string) => `${p}:img:${sha256}`,
     /** The same key as the cache entry: the answer replaces the flight in one write. */
     flight: (hash: string) => `${p}:cache:${hash}`,
     usage: (hour: string) => `${p}:usage:${hour}`,
@@ -67,6 +90,17 @@ export function redisKeys(prefix: string) {
     reports: `${p}:reports`,
     /** Pub/sub channel (not a key): the operator dashboard asks every instance about a device. */
     deviceQuery: `${p}:dashboard:devices`,
+    scadaGood: `${p}:scada:good`,
+    scadaRecords: `${p}:scada:records`,
+    scadaBdSeq: (node: string) => `${p}:scada:bdseq:${node}`,
+    scadaLease: (node: string) => `${p}:scada:lease:${node}`,
+    scadaSession: (node: string) => `${p}:scada:session:${node}`,
+    /** Pub/sub channel (not a key): every instance's SCADA events, for the Edge Node's publisher. */
+    scadaEvents: `${p}:scada:events`,
+    /** 0.7's fences, one field per lock name ever granted; RedisStore.upgrade folds them into `fence`. */
+    oldFences: `${p}:fences`,
+    /** 0.7's dead-letter list (entry JSON); RedisStore.upgrade moves it into the bounded one. */
+    oldDlq: `${p}:dlq`,
     /** Keys 0.6 kept and this version no longer does, read once by RedisStore.upgrade. */
     legacy: ['jobs', 'attempts', 'place', 'owners', 'recorded', 'calls', 'calltokens', 'pause'].map((name) => `${p}:${name}`),
     /** Matches every key of the deployment (tests clean up with it). */

@@ -1,11 +1,12 @@
 // Coordination for a fleet of instances on one Redis. Each step is one Lua function (lua/),
 // so every instance sees one queue, one set of locks and one rate budget.
 import type { Redis } from 'ioredis';
-import { BridgeError, PRIORITIES, type Priority, type Reply } from '../../contract/index.js';
+import { BridgeError, PRIORITIES, type Reply } from '../../contract/index.js';
 import type { BudgetCharge } from '../config/budgets.js';
+import { admitCall, admitOutcome, withImages } from './redis-admission.js';
 import { RedisSpend, settlementOf, type BudgetPeriod, type BudgetUse } from './budget-spend.js';
 import { library, libraryWithoutFairShare, type LuaArg, type LuaLibrary } from './lua-library.js';
-import { lockId, redisKeys, type RedisKeys } from './redis-keys.js';
+import { redisKeys, type RedisKeys } from './redis-keys.js';
 import {
   cacheValue,
   freshOldRecordedReply,
@@ -19,6 +20,7 @@ import {
   addUsageFields,
 } from './redis-codec.js';
 import { Gather } from './gather.js';
+import { foldOldFences } from './redis-fences.js';
 import type { RedisHealth } from './redis-health.js';
 import { UsageBuffer } from './usage-buffer.js';
 import { emptyReport, hoursBetween } from './usage-report.js';
@@ -34,15 +36,16 @@ import type {
   ClaimedJob,
   ClaimOptions,
   ClaimResult,
-  DeadLetter,
-  ExpiredJob,
+  DeadLetterBounds,
   Job,
   QueueDepth,
+  QuotaCharge,
   RateTake,
   RecordResult,
   Store,
 } from './types.js';
-import { replayedJob, withoutImageBytes } from './types.js';
+import { DEFAULT_DEAD_LETTER_BOUNDS } from './dead-letters.js';
+import { RedisDeadLetters, type DeadLetterStep } from './redis-dead-letters.js';
 
 /** How long a completion waits for others, to go to Redis in the same write. */
 const COMPLETE_GATHER_MS = 2;
@@ -53,7 +56,8 @@ const REAP_BATCH = 500;
 
 /** The store's steps, one Redis function each (lua/<name>.lua). */
 type Step = 'admit' | 'claim' | 'take-rate' | 'pause' | 'renew' | 'record' | 'complete' | 'release' | 'reap' | 'drain'
-  | 'replay' | 'settle' | 'admit-answered' | 'lead' | 'unlead' | 'usage' | 'upgrade' | 'budget-reserve' | 'budget-settle';
+  | 'settle' | 'admit-answered' | 'lead' | 'unlead' | 'usage' | 'upgrade' | 'budget-settle' | 'quota'
+  | 'upgrade-fences' | DeadLetterStep;
 
 export interface RedisStoreOptions {
   /** The deployment's key prefix; every key carries it as a hash tag. */
@@ -69,6 +73,8 @@ export interface RedisStoreOptions {
   replicas?: { count: number; timeoutMs: number; connection: Redis; short(acked: number): void };
   /** FAIR_SHARE (default true): fair share within a priority class. */
   fairShare?: boolean;
+  /** DLQ_MAX, DLQ_MAX_BYTES, DLQ_TTL_S (default: their defaults). */
+  deadLetters?: DeadLetterBounds;
 }
 
 export class RedisStore implements Store {
@@ -76,6 +82,7 @@ export class RedisStore implements Store {
   private readonly library: LuaLibrary;
   private readonly spend: RedisSpend;
   readonly keys: RedisKeys;
+  readonly deadLetters: RedisDeadLetters;
   private readonly usageBuffer: UsageBuffer;
   /** The device has its reply by now: a completion can wait a moment for others to go with. */
   private readonly completions = new Gather(COMPLETE_GATHER_MS);
@@ -93,54 +100,34 @@ export class RedisStore implements Store {
     this.replicas = options.replicas;
     this.library = options.fairShare === false ? libraryWithoutFairShare : library;
     this.spend = new RedisSpend(redis, this.keys.base, (fn, keys, args) => this.run(fn, keys, args));
+    const guard = <T>(pending: Promise<T>): Promise<T> => this.guard(pending);
+    this.deadLetters = new RedisDeadLetters(redis, this.keys, options.deadLetters ?? DEFAULT_DEAD_LETTER_BOUNDS, (fn, keys, args) => this.run(fn, keys, args), guard);
     this.usageBuffer = new UsageBuffer((hour, amounts) => this.run('usage', [this.keys.usage(String(hour))], usageArgs(amounts)).then(() => undefined));
   }
 
   async admit(job: Job, limits: AdmitLimits, now: number, claim?: ClaimOptions): Promise<AdmitResult> {
-    const k = this.keys;
-    const { attempts: _attempts, ...data } = job;
-    const keys = [k.idem(job.key), k.quota(job.deviceId)];
-    if (job.cacheKey !== undefined) keys.push(k.cache(job.cacheKey));
-    const args: LuaArg[] = [
-      k.base,
-      job.key,
-      JSON.stringify(data),
-      job.score,
-      job.deadlineMs ?? '',
-      job.priority,
-      lockId(job.request.lock),
-      job.tokenEstimate,
-      limits.deviceRpm,
-      limits.queueMax,
-      now,
-      job.cacheKey === undefined ? '0' : '1',
-      this.health?.admitCutoff() ?? '',
-      job.fairCost ?? 0,
-    ];
-    if (claim) {
-      args.push(claim.owner, claim.max, claim.leaseMs, claim.rpm, claim.tpm ?? '');
-    } else {
-      args.push('');
-    }
+    const { keys, args } = admitCall(this.keys, this.spend, job, limits, now, claim, this.health?.admitCutoff() ?? '');
     const result = (await this.run('admit', keys, args, this.replicas?.connection)) as [string, ...unknown[]];
     if (result[0] === 'queued') await this.replicated();
-    if (result[0] !== 'queued' || !claim) return toAdmitResult(result as [string, string?], 'admit');
-    const [, claimed, expired, retryAt, leadKind, leadValue] = result as [string, string[], string[], string, string, string];
-    return {
-      kind: 'queued',
-      along: {
-        claim: toClaimResult(claimed, expired, retryAt, claim.owner),
-        lead: leadKind === 'leader' ? { leader: leadValue } : undefined,
-      },
-    };
+    const outcome = admitOutcome(result, job, claim);
+    if (outcome.kind === 'queued' && outcome.along) await this.guard(withImages(this.redis, this.keys, outcome.along.claim.jobs, job));
+    return outcome;
+  }
+
+  async chargeQuota(deviceId: string, rpm: number, now: number): Promise<QuotaCharge> {
+    const [kind, wait] = (await this.run('quota', [this.keys.quota(deviceId)], [this.keys.base, rpm, now])) as [string, string?];
+    return kind === 'ok' ? { ok: true } : { ok: false, retryAfterMs: Number(wait) };
   }
 
   /**
-   * Moves what 0.6 left in Redis (queued and running jobs, the upstream's budget) into this
-   * version's layout, in batches so Redis is never held for long; returns the jobs moved.
+   * Moves what 0.6 left in Redis (queued and running jobs, the upstream's budget) and 0.7's
+   * per-lock fences into this version's layout, in batches so Redis is never held for long;
+   * returns the jobs moved.
    */
   async upgrade(now: number): Promise<number> {
     const k = this.keys;
+    await foldOldFences(this.redis, k, (keys, lockIds) => this.run('upgrade-fences', keys, lockIds), (p) => this.guard(p));
+    await this.deadLetters.upgrade(now);
     const [jobs, ...others] = k.legacy as [string, ...string[]];
     if ((await this.guard(this.redis.exists(jobs, ...others))) === 0) return 0;
     const step = (jobKeys: string[]) => this.run('upgrade', k.legacy, [k.base, now, ...jobKeys]);
@@ -164,7 +151,9 @@ export class RedisStore implements Store {
       [k.queue],
       [k.base, options.owner, options.max, options.leaseMs, options.rpm, options.tpm ?? '', now],
     )) as [string[], string[], string];
-    return toClaimResult(claimed, expired, retryAt, options.owner);
+    const result = toClaimResult(claimed, expired, retryAt, options.owner);
+    await this.guard(withImages(this.redis, k, result.jobs));
+    return result;
   }
 
   async takeRate(tokens: number, rpm: number, tpm: number | undefined, now: number): Promise<RateTake> {
@@ -199,7 +188,7 @@ export class RedisStore implements Store {
   }
 
   async complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void> {
-    const spend = this.spend.settlement(settlementOf(job.budget ?? [], options.usage)); // by the first answer only (complete.lua)
+    const spend = this.spend.settlement(settlementOf(job.budget ?? [], options.spent ?? options.usage)); // by the first answer only (complete.lua)
     const k = this.keys;
     const owner = 'owner' in job && typeof job.owner === 'string' ? job.owner : '';
     const { cache, unlead, usage } = options;
@@ -213,14 +202,15 @@ export class RedisStore implements Store {
       options.ttlS * 1000,
       now,
       owner,
-      options.deadLetter ? deadLetterEntry(job, reply, now) : '',
+      options.deadLetter ? this.deadLetters.deadLetterArg(job, reply, now) : '',
       cache ? cacheValue(cache.answer, cache.ttlMs, now) : '',
       cache?.ttlMs ?? 0,
       unlead === undefined ? '0' : '1',
       spend.keys.length,
       ...spend.args,
     ];
-    await this.completions.run(() => this.run('complete', keys, args));
+    const dropped = (await this.completions.run(() => this.run('complete', keys, args))) as number;
+    if (dropped > 0) this.deadLetters.noteDropped(dropped);
     if (usage) this.usageBuffer.add(usage, now);
   }
 
@@ -253,22 +243,13 @@ export class RedisStore implements Store {
     }
   }
 
+  async queueBytes(): Promise<number> {
+    return Number(await this.guard(this.redis.get(this.keys.qbytes)));
+  }
+
   async queueDepth(): Promise<QueueDepth> {
     const raw = await this.guard(this.redis.hgetall(this.keys.depth));
     return Object.fromEntries(PRIORITIES.map((p) => [p, Number(raw[p] ?? 0)])) as QueueDepth;
-  }
-
-  async deadLetters(): Promise<DeadLetter[]> {
-    const entries = await this.guard(this.redis.lrange(this.keys.dlq, 0, -1));
-    return entries.map((e) => JSON.parse(e) as DeadLetter);
-  }
-
-  async deadLetterCount(): Promise<number> {
-    return this.guard(this.redis.llen(this.keys.dlq));
-  }
-
-  reserveBudgets(charges: BudgetCharge[], _now?: number): Promise<BudgetCharge | undefined> {
-    return this.spend.reserve(charges);
   }
 
   settleBudgets(settled: Array<{ charge: BudgetCharge; used: number }>): Promise<void> {
@@ -279,33 +260,12 @@ export class RedisStore implements Store {
     return this.guard(this.spend.use(periods));
   }
 
-  async replayDeadLetters(keys: string[] | 'all', offsetsMs: Record<Priority, number>, now: number): Promise<number> {
-    const k = this.keys;
-    const raw = await this.guard(this.redis.lrange(k.dlq, 0, -1));
-    const chosen = raw
-      .map((entry) => ({ entry, job: (JSON.parse(entry) as DeadLetter).job }))
-      .filter(({ job }) => keys === 'all' || keys.includes(job.key));
-    if (chosen.length === 0) return 0;
-    const args: LuaArg[] = [k.base];
-    for (const { entry, job } of chosen) {
-      const { attempts: _attempts, ...data } = replayedJob(job, offsetsMs, now);
-      args.push(entry, job.key, JSON.stringify(data), data.score, job.priority, lockId(job.request.lock), job.tokenEstimate);
-    }
-    const records = chosen.map(({ job }) => k.idem(job.key));
-    return (await this.run('replay', records, args)) as number;
-  }
-
-  async purgeDeadLetters(): Promise<number> {
-    const result = await this.guard(this.redis.multi().llen(this.keys.dlq).del(this.keys.dlq).exec());
-    return Number(result?.[0]?.[1] ?? 0);
-  }
-
-  async admitAnswered(job: Job, reply: Reply, limits: AdmitLimits, ttlS: number, now: number): Promise<AdmitResult> {
+  async admitAnswered(job: Job, reply: Reply, ttlS: number, now: number): Promise<AdmitResult> {
     const k = this.keys;
     const result = (await this.run(
       'admit-answered',
-      [k.idem(job.key), k.quota(job.deviceId)],
-      [k.base, JSON.stringify(reply), limits.deviceRpm, now, ttlS * 1000, this.health?.admitCutoff() ?? ''],
+      [k.idem(job.key)],
+      [k.base, JSON.stringify(reply), now, ttlS * 1000, this.health?.admitCutoff() ?? ''],
       this.replicas?.connection,
     )) as [string, string?];
     if (result[0] === 'answered') await this.replicated();
@@ -391,10 +351,4 @@ export class RedisStore implements Store {
       throw new BridgeError('unavailable', `cannot reach Redis: ${err instanceof Error ? err.message : String(err)}`);
     }
   }
-}
-
-/** A dead-letter entry: the job as data (a replayed one must not carry the recorded reply of its first life). */
-function deadLetterEntry(job: Job, reply: Reply, now: number): string {
-  const { recordedReply: _recorded, ...data } = job as ExpiredJob;
-  return JSON.stringify({ job: withoutImageBytes(data), reply, atMs: now } satisfies DeadLetter);
 }

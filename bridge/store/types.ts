@@ -4,6 +4,10 @@
 import type { BudgetCharge } from '../config/budgets.js';
 import type { BudgetPeriod, BudgetUse } from './budget-spend.js';
 import type { Answer, InferRequest, Priority, Reply, ReplyRoute } from '../../contract/index.js';
+import type { UsageRecord, UsageReport } from './usage-types.js';
+
+export type { UsageRecord, UsageReport, UsageTotals } from './usage-types.js';
+export { HOUR_MS } from './usage-types.js';
 
 /** A request as it waits in the queue. Plain data: it must survive a JSON round trip. */
 export interface Job {
@@ -96,7 +100,14 @@ export type RecordResult =
 export interface AdmitLimits {
   deviceRpm: number;
   queueMax: number;
+  /** QUEUE_MAX_BYTES over the stored size of every job admitted and not yet answered; none: unbounded. */
+  queueMaxBytes?: number;
+  /** How long a raw image is kept (IDEMPOTENCY_TTL_S); default: a day. */
+  imageTtlMs?: number;
 }
+
+/** What counting one publish against its device's quota said. */
+export type QuotaCharge = { ok: true } | { ok: false; retryAfterMs: number };
 
 /** What an admission that carried a claim brings back. */
 export interface ClaimAlong {
@@ -118,6 +129,11 @@ export type AdmitResult =
   | { kind: 'rate_limited'; retryAfterMs: number }
   | { kind: 'queue_full' }
   /**
+   * admit only: `charge` (one of job.budget) has no room for the job's estimate; `inFlight`
+   * when it would have but for other requests' reservations. Nothing was reserved.
+   */
+  | { kind: 'budget_exceeded'; charge: BudgetCharge; inFlight: boolean }
+  /**
    * admit only, for a job with a cacheKey: the cache holds a fresh answer. Nothing was
    * recorded; answer the request with it through admitAnswered.
    */
@@ -136,14 +152,6 @@ export interface FlightClaim {
   jobKey: string;
 }
 
-/** Tokens and estimated cost, as totals. */
-export interface UsageTotals {
-  requests: number;
-  promptTokens: number;
-  completionTokens: number;
-  costUsd: number;
-}
-
 export interface CompleteOptions {
   ttlS: number;
   deadLetter: boolean;
@@ -153,36 +161,12 @@ export interface CompleteOptions {
   unlead?: string;
   /** The call's tokens and cost (as recordUsage). */
   usage?: UsageRecord;
-}
-
-export interface UsageRecord {
-  deviceId: string;
-  model: string;
-  priority: Priority;
-  /** The CONFIG_FILE template the request was rendered from, if it was. */
-  template?: string | undefined;
-  promptTokens: number;
-  completionTokens: number;
-  costUsd: number;
   /**
-   * Fair share: the real charge minus the estimate its claim charged, added to the device's
-   * counter in the class while it is still waiting there.
+   * What the request's budgets are settled with when it took more than one upstream call (a
+   * typed answer asked again): every call's tokens and cost. Default: `usage`'s.
    */
-  fairDelta?: number | undefined;
+  spent?: { promptTokens: number; completionTokens: number; costUsd: number };
 }
-
-export interface UsageReport {
-  fromMs: number;
-  toMs: number;
-  total: UsageTotals;
-  byDevice: Record<string, UsageTotals>;
-  byModel: Record<string, UsageTotals>;
-  byPriority: Record<string, UsageTotals>;
-  /** Requests rendered from a CONFIG_FILE template, by its name (the others are not in it). */
-  byTemplate: Record<string, UsageTotals>;
-}
-
-export const HOUR_MS = 3_600_000;
 
 export interface ClaimOptions {
   owner: string;
@@ -214,6 +198,49 @@ export interface DeadLetter {
   atMs: number;
 }
 
+/** DLQ_MAX, DLQ_MAX_BYTES, DLQ_TTL_S: over either bound the oldest entries are dropped (counted); past the age they go. */
+export interface DeadLetterBounds {
+  max: number;
+  maxBytes: number;
+  ttlS: number;
+}
+
+export interface DeadLetterPage {
+  /** Oldest first. */
+  entries: DeadLetter[];
+  /** Pass it as `after` for the next page; undefined when this page reached the end. */
+  next: string | undefined;
+}
+
+/**
+ * The dead-letter list, bounded in entries, bytes and age (DeadLetterBounds), and read a page or
+ * an entry at a time: no reader ever holds the whole list. One entry per job key: a job
+ * dead-lettered again replaces its earlier entry.
+ */
+export interface DeadLetters {
+  /**
+   * Up to `limit` entries (and about DEAD_LETTER_PAGE_BYTES of them, at least one) after the
+   * cursor `after` (a `next` of an earlier page), oldest first, none past the age.
+   */
+  page(limit: number, after: string | undefined, now: number): Promise<DeadLetterPage>;
+  /** One entry by its job key (`deviceId/id`), without reading the others. */
+  get(key: string, now: number): Promise<DeadLetter | undefined>;
+  /** How many entries are kept and their stored size in bytes; drops those past the age first. */
+  stats(now: number): Promise<{ count: number; bytes: number }>;
+  /**
+   * Puts the entries of `keys` back in the queue as new arrivals: fresh attempts, no ttl,
+   * placed by `now` + their class's offset, answered once more. The operator's call, so device
+   * quotas and QUEUE_MAX do not apply. Returns how many.
+   */
+  replay(keys: string[], offsetsMs: Record<Priority, number>, now: number): Promise<number>;
+  /** Replays every entry kept at `now`, a page at a time (one dead-lettered again meanwhile waits for the next replay). */
+  replayAll(offsetsMs: Record<Priority, number>, now: number): Promise<number>;
+  /** Empties the list; returns how many entries it held. */
+  purge(): Promise<number>;
+  /** Entries this process dropped to stay within DLQ_MAX and DLQ_MAX_BYTES, since it started. */
+  dropped(): number;
+}
+
 export type QueueDepth = Record<Priority, number>;
 
 export interface Store {
@@ -221,9 +248,10 @@ export interface Store {
   readonly durable: boolean;
 
   /**
-   * Idempotency record + device quota + QUEUE_MAX + enqueue, as one atomic step. A job with
-   * a cacheKey whose answer is cached gets `cached` instead (checked after the idempotency
-   * record and the quota, before QUEUE_MAX), so a miss costs no extra step.
+   * Device quota + idempotency record + QUEUE_MAX (and QUEUE_MAX_BYTES) + the job's budget
+   * reservations (job.budget, all or none) + enqueue, as one atomic step, in that order: the
+   * quota counts every publish, a duplicate touches no budget. A job with a cacheKey whose
+   * answer is cached gets `cached` instead (after the idempotency record, before QUEUE_MAX).
    * With `claim`, a queued job is followed by a claim as claim() would make it (the best jobs,
    * not necessarily this one) in the same step, and the admitted job's first lead() if the
    * claim took it: an idle instance answers a request with one store call less.
@@ -253,7 +281,8 @@ export interface Store {
 
   /**
    * The job ended with `reply`: remember it for IDEMPOTENCY_TTL_S, release its lease and lock
-   * if it holds them, and, when `deadLetter`, keep it on the dead-letter list. The answer's
+   * if it holds them, and, when `deadLetter`, keep it on the dead-letter list (within its
+   * bounds, dropping the oldest: DeadLetters). The answer's
    * bookkeeping (cache entry, end of its coalescing flight, usage) is done in the same step.
    */
   complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void>;
@@ -287,35 +316,28 @@ export interface Store {
   storedReply(key: string, now: number): Promise<Reply | undefined>;
 
   queueDepth(): Promise<QueueDepth>;
-  deadLetters(): Promise<DeadLetter[]>;
-  deadLetterCount(): Promise<number>;
+  /** Jobs completed with `deadLetter` (CompleteOptions), bounded and paged. */
+  readonly deadLetters: DeadLetters;
+  /** The stored size of every job admitted and not yet answered, as QUEUE_MAX_BYTES counts it. */
+  queueBytes(): Promise<number>;
 
   /**
-   * Reserves a request's estimate in every budget it counts against, all or none: the first
-   * charge that would go over its limit (and is not exempt) refuses it, and is returned.
+   * Counts a publish refused before admission (invalid, too large) against its device's
+   * quota, as admit counts every other one; over the quota, nothing is counted.
    */
-  reserveBudgets(charges: BudgetCharge[], now: number): Promise<BudgetCharge | undefined>;
-  /** Ends reservations with what each request really used (0 when it failed); complete() does it for its job. */
+  chargeQuota(deviceId: string, rpm: number, now: number): Promise<QuotaCharge>;
+  /** Ends reservations (admit made them) with what each request really used (0 when it failed); complete() does it for its job. */
   settleBudgets(settled: Array<{ charge: BudgetCharge; used: number }>): Promise<void>;
   /** What these budgets' periods have used and reserved, per subject. */
   budgetUse(periods: BudgetPeriod[]): Promise<BudgetUse[]>;
 
-  /**
-   * Puts dead letters (those of `keys`, or all) back in the queue as new arrivals: fresh
-   * attempts, no ttl, placed by `now` + their class's offset, answered once more. The
-   * operator's call, so device quotas and QUEUE_MAX do not apply. Returns how many.
-   */
-  replayDeadLetters(keys: string[] | 'all', offsetsMs: Record<Priority, number>, now: number): Promise<number>;
-
-  /** Empties the dead-letter list; returns how many entries it held. */
-  purgeDeadLetters(): Promise<number>;
   // --- response cache, coalescing, usage ---------------------------------------------
 
   /**
-   * Like admit, for a request answered from the cache: idempotency record and device quota
-   * in one step, then the reply is recorded as the answer (no queueing).
+   * After admit answered `cached` (and counted the publish against the quota): the
+   * idempotency record checked again and the reply recorded as the answer (no queueing).
    */
-  admitAnswered(job: Job, reply: Reply, limits: AdmitLimits, ttlS: number, now: number): Promise<AdmitResult>;
+  admitAnswered(job: Job, reply: Reply, ttlS: number, now: number): Promise<AdmitResult>;
 
   /**
    * The cache entry itself. The request path reads it inside admit and writes it inside

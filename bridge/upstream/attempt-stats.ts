@@ -4,7 +4,10 @@ import type { Outcome } from './provider.js';
 
 export interface AttemptCounts {
   calls: number;
-  /** Counted failures: timeouts, network errors, 5xx, unusable answers, refused keys. */
+  /**
+   * Counted failures: timeouts, network errors, 5xx, unusable answers, exhausted quotas. Not
+   * what a request may have caused (4xx, 401/403): one device must not colour the provider.
+   */
   failures: number;
   /** 429 answers (not failures: the call moves to another key or waits). */
   rateLimited: number;

@@ -8,6 +8,7 @@ import {
   type InferRequest,
 } from '../../contract/index.js';
 import { imageRef, type JobImage } from '../store/types.js';
+import type { OutputFormat } from './output-check.js';
 
 /** POST {baseUrl}/chat/completions. */
 export interface ChatBody {
@@ -79,4 +80,14 @@ export function withInlineImage(json: string, inline: InlineImage | undefined): 
   if (at < 0) return json;
   const start = at + '"url":"'.length;
   return json.slice(0, start) + inline.url + json.slice(start + inline.ref.length);
+}
+
+/**
+ * A chat body asking for a template's output: in strict mode from a provider with structured
+ * outputs, else as a JSON object with the schema in a system message ahead of the others.
+ */
+export function withOutputFormat(body: UpstreamBody, output: OutputFormat, structured: boolean): UpstreamBody {
+  if (isEmbeddingsBody(body)) return body;
+  if (structured) return { ...body, response_format: { type: 'json_schema', json_schema: { name: output.name, strict: true, schema: output.schema } } };
+  return { ...body, messages: [{ role: 'system', content: output.instruction }, ...(body as ChatBody).messages], response_format: { type: 'json_object' } };
 }

@@ -1,7 +1,9 @@
 // What the scheduler hands the upstream layer, and what it gets back. Kept apart from the
 // implementations (ProviderChain, UpstreamClient) so both share one shape.
 import type { Answer, Priority } from '../../contract/index.js';
+import type { AttemptSpend } from './attempt-spend.js';
 import type { InlineImage, UpstreamBody } from './body.js';
+import type { OutputFormat } from './output-check.js';
 
 export interface UpstreamCall {
   requestId: string;
@@ -19,6 +21,11 @@ export interface UpstreamCall {
   body: UpstreamBody;
   /** A raw camera image the body names by reference: its data URL goes in when the body is sent. */
   inline?: InlineImage | undefined;
+  /**
+   * A template's output: each provider is asked for it as it can take it (a strict json_schema
+   * response format, or json_object and a system message: CONFIG_FILE `structuredOutputs`).
+   */
+  output?: OutputFormat | undefined;
   /** Extra headers, e.g. X-Lock-Key / X-Lock-Fence. */
   headers?: Record<string, string>;
   /** Epoch ms: no attempt may start at or after it. */
@@ -34,6 +41,12 @@ export interface UpstreamCall {
    * (or a rejection) stops the call and is rethrown as is.
    */
   beforeAttempt?: (attempt: number) => Promise<void> | undefined;
+  /**
+   * Called after every HTTP request that went out (the one beforeAttempt preceded) with what it
+   * may have cost the upstream (attempt-spend.ts), so its rate-window reservation is settled
+   * by what that attempt did. Not called for an attempt that never started or was aborted.
+   */
+  afterAttempt?: (spent: AttemptSpend) => void;
   /**
    * The whole chain is rate-limited: every provider that could take the call has all its keys
    * cooling after 429s. The argument is how long until the first of them may be used again.

@@ -3,12 +3,14 @@
 import { BridgeError } from '../../contract/index.js';
 import { lazyChild, type LazyLog, type Logger } from '../logger.js';
 import { sleep, throwIfAborted } from './abortable.js';
+import { attemptSpend } from './attempt-spend.js';
 import { backoffDelayMs, type BackoffOptions } from './backoff.js';
-import { withInlineImage } from './body.js';
+import { withInlineImage, withOutputFormat } from './body.js';
 import type { UpstreamCall, UpstreamResult } from './call.js';
 import { chainReadyAt, peek, select, selectNow, type Chosen, type Member } from './candidates.js';
+import { blameRefusal, setKeyAside, type RefusalContext } from './key-refusal.js';
 import type { Outcome, Provider } from './provider.js';
-import type { AnswerShape } from './response.js';
+import { resultOf, type AnswerShape } from './response.js';
 
 /** The chain's settings every call of it follows. */
 export interface ChainSettings {
@@ -21,11 +23,14 @@ export interface ChainSettings {
   logger: Logger;
   /** Read once: per-call debug lines are skipped without building their logger. */
   debugLines: boolean;
+  /** How long a key shown to be refused stays out of rotation. */
+  keySetAsideMs: number;
 }
 
 type Answered = Extract<Outcome, { kind: 'ok' }>;
 type RateLimited = Extract<Outcome, { kind: 'rate_limited' }>;
 type Failure = Exclude<Outcome, Answered | RateLimited>;
+type KeyRefused = Extract<Outcome, { kind: 'key_refused' }>;
 
 /** One call's progress: what it has spent so far and where it goes next. */
 interface Progress {
@@ -60,8 +65,9 @@ export class ChainCall {
   private readonly log: LazyLog;
   private readonly maxAttempts: number;
   /** The body sent with the first model asked for; others (routes, fallbacks) are built once each in `payloads`. */
-  private firstPayload: { payload: string; model: string } | undefined;
+  private firstPayload: { payload: string; model: string; variant: string } | undefined;
   private payloads: Map<string, { payload: string; model: string }> | undefined;
+  // `variant`: the model, and for a template's output how it is asked (payloadFor).
 
   constructor(
     private readonly settings: ChainSettings,
@@ -82,8 +88,9 @@ export class ChainCall {
       const chosen = choice instanceof Promise ? await choice : choice;
       if (chosen === undefined) continue;
       const outcome = await this.attempt(chosen);
-      if (outcome.kind === 'ok') return this.answered(chosen.member.provider, outcome);
+      if (outcome.kind === 'ok') return this.answered(chosen, outcome);
       if (outcome.kind === 'rate_limited') this.afterRateLimit(chosen, outcome);
+      else if (outcome.kind === 'key_refused') await this.afterKeyRefused(chosen, outcome);
       else this.afterFailure(chosen, outcome);
     }
   }
@@ -130,7 +137,6 @@ export class ChainCall {
 
   /** One attempt on the chosen provider, its outcome told to the provider's breaker. */
   private async attempt({ member, keyIndex, permit }: Chosen): Promise<Outcome> {
-    const { payload, model } = this.payloadFor(member.provider);
     const sink = this.req.stream;
     let wrote = false;
     const onText =
@@ -141,6 +147,7 @@ export class ChainCall {
       });
     let outcome: Outcome;
     try {
+      const { payload, model } = this.payloadFor(member.provider);
       this.progress.requests += 1;
       const before = this.req.beforeAttempt?.(this.progress.requests);
       if (before) await before;
@@ -150,9 +157,16 @@ export class ChainCall {
       await member.breaker?.release(permit);
       throw err;
     }
+    this.req.afterAttempt?.(attemptSpend(outcome));
     // The device saw this attempt's text: it is void now, whatever comes next.
     if (wrote && outcome.kind !== 'ok') sink?.reset();
-    // The breaker learns about the provider's health only; 4xx answers show it is up.
+    // The breaker learns about the provider's health only; 4xx answers show it is up. What the
+    // request caused, or may have (a 401/403), is no breaker event at all: a device's requests
+    // can neither open a circuit nor keep a failing one closed.
+    if (outcome.kind === 'invalid' || outcome.kind === 'key_refused') {
+      await member.breaker?.release(permit);
+      return outcome;
+    }
     const recording = member.breaker?.record(permit, outcome.kind !== 'retry', outcome.kind === 'retry' ? outcome.message : undefined);
     if (recording) await recording;
     return outcome;
@@ -173,52 +187,51 @@ export class ChainCall {
     return provider.attempt(payload, model, provider.headers(req.headers, keyIndex), req.signal, this.shape, onText);
   }
 
-  private payloadFor(provider: Provider): { payload: string; model: string } {
+  private payloadFor(provider: Provider): { payload: string; model: string; variant?: string } {
     const model = this.modelFor(provider);
-    if (this.firstPayload === undefined) return (this.firstPayload = this.payloadWith(model));
-    if (this.firstPayload.model === model) return this.firstPayload;
+    // A template's output is asked in one of two ways, by provider: part of the body's identity.
+    const variant = this.req.output === undefined ? model : `${model}\n${provider.structuredOutputs ? 'schema' : 'json'}`;
+    if (this.firstPayload === undefined) return (this.firstPayload = { ...this.payloadWith(model, provider), variant });
+    if (this.firstPayload.variant === variant) return this.firstPayload;
     this.payloads ??= new Map();
-    let entry = this.payloads.get(model);
+    let entry = this.payloads.get(variant);
     if (!entry) {
-      entry = this.payloadWith(model);
-      this.payloads.set(model, entry);
+      entry = this.payloadWith(model, provider);
+      this.payloads.set(variant, entry);
     }
     return entry;
   }
 
   /**
    * The body with `model` in its place (as it is, no copy, when it names that model already),
-   * asking for a stream with the usage at its end when the call streams.
+   * asking for a stream with the usage at its end when the call streams, and for a template's
+   * output the way `provider` takes it.
    */
-  private payloadWith(model: string): { payload: string; model: string } {
-    const { body, stream, inline } = this.req;
+  private payloadWith(model: string, provider: Provider): { payload: string; model: string } {
+    try {
+      return this.serialized(model, provider);
+    } catch (err) {
+      // JSON.stringify refuses some values (a BigInt, a cycle): the request's fault, no attempt's.
+      throw new BridgeError('invalid_request', `the request body cannot be serialized: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  private serialized(model: string, provider: Provider): { payload: string; model: string } {
+    const { stream, inline, output } = this.req;
+    const body = output === undefined ? this.req.body : withOutputFormat(this.req.body, output, provider.structuredOutputs);
     if (stream && this.shape.kind === 'chat') {
       return { payload: withInlineImage(JSON.stringify({ ...body, model, stream: true, stream_options: { include_usage: true } }), inline), model };
     }
     return { payload: withInlineImage(JSON.stringify(body.model === model ? body : { ...body, model }), inline), model };
   }
 
-  private answered(provider: Provider, { completion, ms }: Answered): UpstreamResult {
+  private answered({ member: { provider }, keyIndex }: Chosen, { completion, ms }: Answered): UpstreamResult {
+    provider.keys.answered(keyIndex, this.modelFor(provider));
     const attempts = this.progress.counted + 1;
     if (this.settings.debugLines) {
       this.log().debug({ attempts, upstreamMs: Math.round(ms), provider: provider.name, model: completion.model }, 'upstream answered');
     }
-    // Field by field rather than a spread (V8's slow path for objects of varying shape).
-    const result: UpstreamResult = {
-      model: completion.model,
-      content: completion.content,
-      finish_reason: completion.finish_reason,
-      attempts,
-      upstreamMs: ms,
-      provider: provider.name,
-    };
-    if (completion.tool_calls !== undefined) result.tool_calls = completion.tool_calls;
-    if (completion.logprobs !== undefined) result.logprobs = completion.logprobs;
-    if (completion.choices !== undefined) result.choices = completion.choices;
-    if (completion.embedding !== undefined) result.embedding = completion.embedding;
-    if (completion.embeddings !== undefined) result.embeddings = completion.embeddings;
-    if (completion.usage !== undefined) result.usage = completion.usage;
-    return result;
+    return resultOf(completion, attempts, ms, provider.name);
   }
 
   /** A 429: the key cools, and the call moves on at once unless the whole chain is cooling. */
@@ -280,11 +293,16 @@ export class ChainCall {
     progress.last = outcome;
     if (outcome.kind === 'retry' && outcome.timeout) progress.timeouts += 1;
 
+    if (outcome.kind === 'invalid') {
+      this.log().warn({ status: outcome.status, attempt: progress.counted, provider: provider.name, reason: outcome.message }, 'upstream refused the request: caused by the request');
+      throw new BridgeError('invalid_request', outcome.message);
+    }
     if (outcome.kind === 'fatal') {
       this.log().warn({ status: outcome.status, attempt: progress.counted, provider: provider.name }, 'upstream refused the request');
       throw new BridgeError('upstream_error', outcome.message);
     }
-    if (outcome.kind === 'bad_key') this.dropKey(chosen, outcome);
+    if (outcome.kind === 'bad_key') setKeyAside(this.refusalContext(chosen), outcome.message);
+    if (outcome.kind === 'bad_key' || outcome.kind === 'key_refused') this.nextKey(chosen);
     else this.moveOn(chosen);
 
     if (progress.counted >= this.maxAttempts) {
@@ -304,14 +322,27 @@ export class ChainCall {
     );
   }
 
-  /** A refused key leaves rotation; the call goes on at once. */
-  private dropKey({ member: { provider }, keyIndex, position }: Chosen, outcome: Extract<Outcome, { kind: 'bad_key' }>): void {
-    if (provider.keys.revoke(keyIndex)) {
-      this.log().warn(
-        { status: outcome.status, provider: provider.name, keyId: provider.keys.idOf(keyIndex), reason: outcome.message },
-        'upstream refused an API key: taken out of rotation',
-      );
+  /**
+   * A 401/403: when the probe clears the key, the request fails alone (invalid_request);
+   * otherwise the call goes on with another key (blameRefusal set this one aside on evidence)
+   * or, while the key is only in doubt, at the next provider (a single key would be picked again).
+   */
+  private async afterKeyRefused(chosen: Chosen, outcome: KeyRefused): Promise<void> {
+    const blame = await blameRefusal({ ...this.refusalContext(chosen), model: this.modelFor(chosen.member.provider) }, outcome);
+    if (blame.about === 'request') {
+      this.progress.counted += 1;
+      throw blame.error;
     }
+    this.afterFailure(chosen, outcome);
+    if (!blame.setAside) this.progress.position = (chosen.position + 1) % this.candidates.length;
+  }
+
+  private refusalContext({ member: { provider }, keyIndex }: Chosen): Omit<RefusalContext, 'model'> {
+    return { provider, keyIndex, clock: this.settings.clock, setAsideMs: this.settings.keySetAsideMs, log: this.log };
+  }
+
+  /** A key in doubt or set aside: the call goes on at once with another. */
+  private nextKey({ position }: Chosen): void {
     this.progress.position = position; // this provider's other keys first
     this.progress.waitMs = 0; // a different key is a fresh start, not a struggling upstream
   }

@@ -10,14 +10,20 @@
 //   the breaker; the next attempt starts at the NEXT provider in the order, so a request
 //   whose primary is down is answered by the fallback within the same request. Backoff is
 //   slept only when the next attempt goes back to the provider that just failed.
-// - 401/403 (or a 429 for an exhausted quota): counts an attempt; that key leaves rotation
-//   for the life of the process (logged by its short hash, never the key); another key or
-//   provider is tried at once.
+// - 401/403: counts an attempt, and the key is probed (GET {baseUrl}/models with it,
+//   key-refusal.ts). Probe answered: the refusal was about the request (e.g. a model the key
+//   may not use), which fails alone with invalid_request. Probe refused too (or, when the
+//   probe cannot tell, refusals for several models since the key's last answer): the key is
+//   set aside for KEY_SET_ASIDE_MS, then tried again. Otherwise the key stays. Either way
+//   another key or provider is tried at once. A 429 for an exhausted quota sets the key aside.
+// - 400/404/413/422, or a request undici cannot send (a header, a body): the request's own
+//   fault. It fails at once with invalid_request, on no other provider, and is no breaker
+//   event and no key failure.
 // - 429: not counted (up to MAX_RATE_LIMITED_RETRIES per request); that key cools for its
 //   Retry-After; the call moves on at once to another healthy key or provider. Only when the
 //   whole chain is rate-limited (no provider that could take the call has a key ready) does it
 //   wait, and only then does it call onRateLimited, which pauses dispatch fleet-wide.
-// - any other 4xx: the request itself is refused; it fails at once, on no other provider.
+// - any other 4xx: the request is refused; it fails at once (upstream_error), on no other provider.
 //
 // MAX_ATTEMPTS counts attempts across the whole chain. When every provider is unavailable
 // (circuits open, the half-open probe taken by another call, or every key refused) the call
@@ -34,7 +40,7 @@ import { isEmbeddingsBody, type UpstreamBody } from './body.js';
 import type { UpstreamCall, UpstreamResult } from './call.js';
 import { ChainCall, type ChainSettings } from './chain-call.js';
 import { candidatesFor, type Member } from './candidates.js';
-import type { KeyRingHealth } from './keys.js';
+import { KEY_SET_ASIDE_MS, type KeyRingHealth } from './keys.js';
 import { Provider, shuttingDown, type ProviderOptions } from './provider.js';
 import { CHAT_SHAPE, type AnswerShape } from './response.js';
 
@@ -70,6 +76,8 @@ export interface ProviderChainOptions {
   logger: Logger;
   /** Epoch ms; injectable for the breakers' sake. */
   clock?: () => number;
+  /** How long a key shown to be refused stays out of rotation (default KEY_SET_ASIDE_MS). */
+  keySetAsideMs?: number;
 }
 
 export interface ProviderHealth {
@@ -103,6 +111,7 @@ function settingsOf(opts: ProviderChainOptions): ChainSettings {
     clock: opts.clock ?? Date.now,
     logger: opts.logger,
     debugLines: opts.logger.isLevelEnabled('debug'),
+    keySetAsideMs: opts.keySetAsideMs ?? KEY_SET_ASIDE_MS,
   };
 }
 

@@ -30,9 +30,9 @@ export interface BodyReader {
 
 export interface ExchangeRequest {
   path: string;
-  method: 'POST';
+  method: 'POST' | 'GET';
   headers: Record<string, string>;
-  body: string;
+  body?: string;
 }
 
 class BufferingHandler implements Dispatcher.DispatchHandler {
@@ -114,6 +114,11 @@ export function exchange(
     const handler = new BufferingHandler(resolve, outer, timeoutMs, reader);
     handler.timer = setTimeout(timedOut, timeoutMs, handler);
     if (outer) onAbort(outer, handler.aborted);
-    dispatcher.dispatch(request, handler);
+    try {
+      dispatcher.dispatch(request, handler);
+    } catch (err) {
+      // Some dispatchers throw on a request they cannot send instead of reporting it.
+      handler.finish({ kind: 'error', error: err instanceof Error ? err : new Error(String(err)) });
+    }
   });
 }

@@ -5,7 +5,10 @@ import { Pool } from 'undici';
 import { BridgeError } from '../../contract/index.js';
 import { exchange } from './exchange.js';
 import { AttemptStats } from './attempt-stats.js';
+import { neverConnected } from './attempt-spend.js';
 import { parseRetryAfterMs } from './backoff.js';
+import { headerValue } from './header-value.js';
+import { KeyProbe, type KeyVerdict } from './key-probe.js';
 import { KeyRing } from './keys.js';
 import { CHAT_SHAPE, parseAnswer, readError, truncate, type AnswerShape, type Completion } from './response.js';
 import { StreamReader } from './stream-response.js';
@@ -31,22 +34,37 @@ export interface ProviderOptions {
   bodyTimeoutMs?: number | undefined;
   /** Sockets kept to this provider (MAX_CONCURRENCY by default). */
   connections?: number | undefined;
+  /** Takes `response_format` json_schema in strict mode; default true (CONFIG_FILE `structuredOutputs`). */
+  structuredOutputs?: boolean | undefined;
 }
 
 /** What one HTTP request came to. */
 export type Outcome =
   | { kind: 'ok'; completion: Completion; ms: number }
-  /** Retryable and counted: network error, timeout, 5xx, unusable 200. Counts against the breaker. */
-  | { kind: 'retry'; timeout: boolean; status?: number; message: string }
+  /**
+   * Retryable and counted: network error, timeout, 5xx, unusable 200. Counts against the breaker.
+   * `unsent`: a network error before any connection (the upstream never saw the request).
+   */
+  | { kind: 'retry'; timeout: boolean; status?: number; unsent?: true; message: string }
   /** 429: retried without using an attempt; the key cools for retryAfterMs. */
   | { kind: 'rate_limited'; retryAfterMs: number | undefined; message: string }
-  /** 401/403, or a 429 for an exhausted quota, which no wait clears: the key leaves rotation. */
+  /** A 429 for an exhausted quota, which no wait clears: the key is set aside. */
   | { kind: 'bad_key'; status: number; message: string }
+  /** 401/403: about the key or about the request (its model); a probe of the key tells which. */
+  | { kind: 'key_refused'; status: number; message: string }
+  /**
+   * Caused by the request itself: a 400/404/413/422 about it, or a request that cannot be sent
+   * (a header or body undici refuses; no status then). It fails alone: no retry, no other
+   * provider, no breaker event, no key failure.
+   */
+  | { kind: 'invalid'; status?: number; message: string }
   /** Any other status: the request itself is refused, retrying cannot help. */
   | { kind: 'fatal'; status: number; message: string };
 
 const DEFAULT_CONNECTIONS = 32;
 const UNDICI_TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+/** Statuses that say the request itself is wrong (malformed, unknown model, too large, unprocessable). */
+const REQUEST_REFUSED = new Set([400, 404, 413, 422]);
 
 export function shuttingDown(): BridgeError {
   return new BridgeError('unavailable', 'bridge is shutting down');
@@ -61,16 +79,19 @@ export class Provider {
   readonly name: string;
   readonly model: string | undefined;
   readonly timeoutMs: number;
+  readonly structuredOutputs: boolean;
   readonly keys: KeyRing;
   /** Its attempts since the operator dashboard last looked. */
   readonly stats = new AttemptStats();
   private readonly pool: Pool;
   private readonly paths: Record<AnswerShape['kind'], string>;
+  private readonly probe: KeyProbe;
 
   constructor(opts: ProviderOptions) {
     this.name = opts.name;
     this.model = opts.model;
     this.timeoutMs = opts.timeoutMs;
+    this.structuredOutputs = opts.structuredOutputs ?? true;
     const url = new URL(opts.baseUrl);
     // Keep the base URL's path (and query, for providers that version by it) in every request.
     const base = url.pathname.replace(/\/+$/, '');
@@ -86,12 +107,27 @@ export class Provider {
       // closed is not retried by undici, so a stale socket would cost one of our attempts.
     });
     this.keys = new KeyRing(opts.apiKeys);
+    this.probe = new KeyProbe(this.pool, `${base}/models${url.search}`, opts.timeoutMs);
   }
 
-  /** Request headers: the call's extra headers (lower-cased), JSON, and the key's bearer token. */
+  /** Whether key `index` itself is refused (GET {baseUrl}/models with it): see KeyProbe. */
+  checkKey(index: number, model: string): Promise<KeyVerdict> {
+    const key = this.keys.key(index);
+    return this.probe.check(index, key === undefined ? undefined : `Bearer ${key}`, model);
+  }
+
+  /** The key was set aside: its next refusal, once it is back, is probed afresh. */
+  forgetKeyVerdict(index: number): void {
+    this.probe.forget(index);
+  }
+
+  /**
+   * Request headers: the call's extra headers (lower-cased; values may come from devices, so
+   * they are encoded: header-value.ts), JSON, and the key's bearer token.
+   */
   headers(extra: Record<string, string> | undefined, keyIndex: number): Record<string, string> {
     const headers: Record<string, string> = {};
-    if (extra) for (const name in extra) headers[name.toLowerCase()] = extra[name] as string;
+    if (extra) for (const name in extra) headers[name.toLowerCase()] = headerValue(extra[name] as string);
     headers['content-type'] = 'application/json';
     headers['accept'] = 'application/json';
     const key = this.keys.key(keyIndex);
@@ -143,8 +179,11 @@ export class Provider {
     }
     if (result.kind === 'error') {
       const message = result.error.message;
+      // undici refused to send it (a header or body it cannot carry): the request's fault.
+      if (code === 'UND_ERR_INVALID_ARG') return { kind: 'invalid', message: `the request cannot be sent upstream: ${truncate(message)}` };
       const detail = code !== undefined && !message.includes(code) ? `${code} ${message}` : message;
-      return { kind: 'retry', timeout: false, message: `network error: ${truncate(detail)}` };
+      const retry = { kind: 'retry', timeout: false, message: `network error: ${truncate(detail)}` } as const;
+      return neverConnected(code) ? { ...retry, unsent: true } : retry;
     }
     const ms = performance.now() - started;
     if (reader?.started) return this.streamed(reader, model, ms, headers);
@@ -185,7 +224,11 @@ export class Provider {
       if (error.codes.includes('insufficient_quota')) return { kind: 'bad_key', status, message };
       return { kind: 'rate_limited', retryAfterMs: retryAfterMs(retryAfter, retryAfterMsHeader), message };
     }
-    if (status === 401 || status === 403) return { kind: 'bad_key', status, message };
+    if (status === 401 || status === 403) return { kind: 'key_refused', status, message };
+    // A 404 that is not the API's own error is a path the provider does not serve (a wrong
+    // base URL): the provider's fault, not the request's.
+    if (status === 404 && !error.fromApi) return { kind: 'retry', timeout: false, status, message: `${message} (not an API error: is the base URL right?)` };
+    if (REQUEST_REFUSED.has(status)) return { kind: 'invalid', status, message: `the upstream refused the request: ${status} ${scrub(error.message)}` };
     if (status >= 500) return { kind: 'retry', timeout: false, status, message };
     return { kind: 'fatal', status, message };
   }

@@ -73,7 +73,7 @@ describe('dashboard in Chromium', () => {
 
   it('replays a dead letter with the token, after refusing it with a wrong one', { timeout: 30_000 }, async () => {
     const device = await h.device('cam-dlq');
-    h.upstream.script({ status: 400 });
+    h.upstream.script({ status: 500 }, { status: 500 }, { status: 500 }); // every attempt fails: a replay could answer it
     await device.publish('high', ask('dead-7'));
     expect((await device.reply('dead-7'))[0]).toMatchObject({ ok: false, error: { code: 'upstream_error' } });
     const row = page.locator('#dlq-rows tr[data-key="cam-dlq/dead-7"]');
@@ -84,7 +84,7 @@ describe('dashboard in Chromium', () => {
     await row.locator('button.replay').click();
     await page.click('#confirm-ok');
     await expect.poll(() => page.textContent('#dlq-result'), { timeout: 5000 }).toContain('token required or wrong');
-    expect(h.upstream.requests.filter((r) => JSON.stringify(r.body).includes('question dead-7'))).toHaveLength(1);
+    expect(h.upstream.requests.filter((r) => JSON.stringify(r.body).includes('question dead-7'))).toHaveLength(3); // MAX_ATTEMPTS, no replay
 
     await page.fill('#token', TOKEN);
     await page.click('#token-apply');

@@ -53,8 +53,16 @@ describe('admin HTTP', () => {
     expect(listed.status).toBe(200);
     expect(listed.json).toMatchObject({
       count: 1,
+      next: null,
       entries: [{ key: 'cam-5/doomed', deviceId: 'cam-5', id: 'doomed', priority: 'high', error: { code: 'upstream_error' } }],
     });
+    // One entry, looked up by its key, with its request.
+    const one = await http(h.bridge, '/v1/dlq/cam-5/doomed', { token: TOKEN });
+    expect(one.json).toMatchObject({ entry: { key: 'cam-5/doomed', request: { messages: [{ role: 'user', content: 'question doomed' }] } } });
+    expect((await http(h.bridge, '/v1/dlq/cam-5/nope', { token: TOKEN })).status).toBe(404);
+    expect((await http(h.bridge, '/v1/dlq?limit=0', { token: TOKEN })).status).toBe(400);
+    expect((await http(h.bridge, '/v1/dlq?limit=1001', { token: TOKEN })).status).toBe(400);
+    expect((await http(h.bridge, '/v1/dlq?after=not-a-cursor', { token: TOKEN })).status).toBe(400);
 
     expect((await http(h.bridge, '/v1/dlq/cam-5/nope/replay', { method: 'POST', token: TOKEN })).status).toBe(404);
     h.upstream.setOptions({ errorRate: 0 });
@@ -80,6 +88,12 @@ describe('admin HTTP', () => {
     await device.publish('low', ask('d-2'));
     await device.reply('d-1');
     await device.reply('d-2');
+    // A page at a time, oldest first: the `next` of one page is the `after` of the next.
+    const page1 = (await http(h.bridge, '/v1/dlq?limit=1', { token: TOKEN })).json as { count: number; entries: Array<{ key: string }>; next: string };
+    expect(page1).toMatchObject({ count: 2, entries: [{ key: expect.stringMatching(/^cam-5\/d-[12]$/) }] });
+    const page2 = (await http(h.bridge, `/v1/dlq?limit=1&after=${encodeURIComponent(page1.next)}`, { token: TOKEN })).json as typeof page1;
+    expect(page2).toMatchObject({ count: 2, next: null });
+    expect([page1.entries[0]?.key, page2.entries[0]?.key].sort()).toEqual(['cam-5/d-1', 'cam-5/d-2']);
     h.upstream.setOptions({ errorRate: 0 });
     expect((await http(h.bridge, '/v1/dlq/replay', { method: 'POST', token: TOKEN })).json).toEqual({ replayed: 2 });
     expect((await device.reply('d-1', { count: 2 }))[1]).toMatchObject({ ok: true });

@@ -127,7 +127,7 @@ describe('budgets on Redis, seen with `edge-ai-bridge budgets`', () => {
       type Report = { budgets: Array<{ name: string; use: Array<{ reserved: number }> }> };
       let report: Report = { budgets: [] };
       for (let tries = 0; tries < 10 && !settled(report); tries += 1) {
-        const { stdout } = await run(process.execPath, [cli, 'budgets'], { env: { PATH: process.env.PATH ?? '', ...env } });
+        const { stdout } = await run(process.execPath, [cli, 'budgets', '--json'], { env: { PATH: process.env.PATH ?? '', ...env } });
         report = JSON.parse(stdout) as Report;
       }
       expect(report.budgets.map((b) => [b.name, b.use])).toEqual([

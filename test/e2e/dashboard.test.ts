@@ -6,6 +6,7 @@ import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
 import { getJson, readEvents, ticks } from '../helpers/dashboard.js';
+import { MAX_EVENT_STREAMS } from '../../bridge/ops/dashboard/http.js';
 import { ask, startHarness, type Harness } from '../helpers/harness.js';
 
 const TICK = { bridge: { dashboardTickMs: 200 } };
@@ -81,12 +82,14 @@ describe('dashboard (one instance)', () => {
 
   it('lists a dead letter without its request, and shows the request when asked for it', async () => {
     const device = await h.device('cam-dead');
-    h.upstream.script({ status: 400 });
+    h.upstream.script({ status: 500 }, { status: 500 }, { status: 500 }); // every attempt fails: a replay could answer it
     await device.publish('normal', ask('dead-1', 'the prompt'));
     expect((await device.reply('dead-1'))[0]).toMatchObject({ ok: false, error: { code: 'upstream_error' } });
     const list = await getJson(base(h), '/dashboard/api/dlq');
-    expect(list.body).toMatchObject({ count: 1, entries: [{ key: 'cam-dead/dead-1', deviceId: 'cam-dead', id: 'dead-1', error: { code: 'upstream_error' } }] });
+    expect(list.body).toMatchObject({ count: 1, next: null, entries: [{ key: 'cam-dead/dead-1', deviceId: 'cam-dead', id: 'dead-1', error: { code: 'upstream_error' } }] });
     expect(JSON.stringify(list.body)).not.toContain('the prompt');
+    expect((await getJson(base(h), '/dashboard/api/dlq?limit=0')).status).toBe(400);
+    expect((await getJson(base(h), '/dashboard/api/dlq?after=nonsense')).status).toBe(400);
     const one = await getJson(base(h), '/dashboard/api/dlq/cam-dead/dead-1');
     expect(one.body.entry.request.messages).toEqual([{ role: 'user', content: 'the prompt' }]);
     expect((await getJson(base(h), '/dashboard/api/dlq/cam-dead/nope')).status).toBe(404);
@@ -102,6 +105,47 @@ describe('dashboard (one instance)', () => {
     expect(html).not.toMatch(/<script>|<style|style=/);
     for (const file of ['/dashboard/app.js', '/dashboard/uPlot.iife.min.js', '/dashboard/uPlot.min.css']) expect((await fetch(`${base(h)}${file}`)).status).toBe(200);
     expect((await fetch(`${base(h)}/dashboard/../package.json`)).status).toBe(404);
+  });
+});
+
+/** An event stream held open once its first event arrived; `close` ends it. */
+async function holdStream(url: string): Promise<{ status: number; retryAfter: string | null; close(): void }> {
+  const abort = new AbortController();
+  const res = await fetch(url, { signal: abort.signal });
+  if (res.status === 200) await res.body!.getReader().read(); // the history: the server holds the stream
+  else await res.text();
+  return { status: res.status, retryAfter: res.headers.get('retry-after'), close: () => abort.abort() };
+}
+
+describe('dashboard event streams', () => {
+  it(`holds at most ${MAX_EVENT_STREAMS} open at once, refuses more with 503 and Retry-After, and takes one again once one closes`, async () => {
+    const h = await startHarness({}, {}, undefined, TICK);
+    const url = `${base(h)}/dashboard/api/events`;
+    const open: Array<{ close(): void }> = [];
+    try {
+      for (let i = 0; i < MAX_EVENT_STREAMS; i += 1) {
+        const stream = await holdStream(url);
+        expect(stream.status).toBe(200);
+        open.push(stream);
+      }
+      const refused = await holdStream(url);
+      expect(refused.status).toBe(503);
+      expect(Number(refused.retryAfter)).toBeGreaterThan(0);
+      expect((await getJson(base(h), '/dashboard/api/usage')).status).toBe(200); // the rest of the page still answers
+      expect((await fetch(`${base(h)}/readyz`)).status).toBe(200);
+
+      open.shift()?.close();
+      let again = await holdStream(url);
+      for (let tries = 0; again.status !== 200 && tries < 100; tries += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 20)); // the server hears of the close a moment later
+        again = await holdStream(url);
+      }
+      expect(again.status).toBe(200);
+      open.push(again);
+    } finally {
+      for (const stream of open) stream.close();
+      await h.close();
+    }
   });
 });
 

@@ -1,5 +1,5 @@
-// Dead letters on Redis: a request that failed upstream is listed, replayed and answered
-// again through `edge-ai-bridge dlq`, the operator's tool.
+// Dead letters on Redis: a request that failed upstream is listed (a page at a time), shown,
+// replayed and answered again through `edge-ai-bridge dlq`, the operator's tool.
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -31,20 +31,36 @@ describe('edge-ai-bridge dlq and usage', () => {
     await device.publish('high', ask('doomed'));
     expect((await device.reply('doomed'))[0]).toMatchObject({ ok: false, error: { code: 'upstream_error' } });
 
-    const listed = (await dlq('list')).trim().split('\n').map((l) => JSON.parse(l) as { key: string; error: { code: string } });
+    const listed = (await dlq('list', '--json')).trim().split('\n').map((l) => JSON.parse(l) as { key: string; error: { code: string } });
     expect(listed).toEqual([expect.objectContaining({ key: 'cam-5/doomed', error: expect.objectContaining({ code: 'upstream_error' }) })]);
+    const shown = JSON.parse(await dlq('show', 'cam-5/doomed')) as { key: string; request: { messages: unknown[] } };
+    expect(shown).toMatchObject({ key: 'cam-5/doomed', request: { messages: [{ role: 'user', content: 'question doomed' }] } });
+    await expect(dlq('show', 'cam-5', 'nope')).rejects.toMatchObject({ code: 1 });
+    await expect(dlq('list', '--limit', '0')).rejects.toMatchObject({ code: 2 });
 
     h.upstream.setOptions({ errorRate: 0 });
     expect(await dlq('replay', 'cam-5/doomed')).toBe('replayed 1\n');
     const [, second] = await device.reply('doomed', { count: 2 });
     expect(second).toMatchObject({ ok: true, content: 'sim answer to: question doomed' });
-    expect(await dlq('list')).toBe('');
+    expect(await dlq('list', '--json')).toBe('');
 
     h.upstream.setOptions({ errorRate: 1 });
     await device.publish('high', ask('doomed-2'));
     await device.reply('doomed-2');
-    expect(await dlq('purge')).toBe('purged 1\n');
-    expect(await dlq('list')).toBe('');
+    await device.publish('high', ask('doomed-3'));
+    await device.reply('doomed-3');
+    // Read a page at a time; --limit stops early.
+    expect((await dlq('list', '--json')).trim().split('\n').map((l) => (JSON.parse(l) as { key: string }).key).sort()).toEqual(['cam-5/doomed-2', 'cam-5/doomed-3']);
+    expect((await dlq('list', '--limit', '1', '--json')).trim().split('\n')).toHaveLength(1);
+    // A table for the operator: a header and one aligned row per entry.
+    expect((await dlq('list')).trim().split('\n')).toEqual([
+      expect.stringMatching(/^key +priority +at \(UTC\) +error +attempts +message$/),
+      expect.stringMatching(/^cam-5\/doomed-[23] +high +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +upstream_error +\d+ +out of attempts/),
+      expect.stringMatching(/^cam-5\/doomed-[23] +high /),
+    ]);
+    await expect(dlq('purge')).rejects.toMatchObject({ code: 2 });
+    expect(await dlq('purge', '--yes')).toBe('purged 2\n');
+    expect(await dlq('list', '--json')).toBe('');
 
     // `usage` reads the same deployment: the one answered call is counted for its device, once
     // the instance has written its usage (once a second).
@@ -53,9 +69,12 @@ describe('edge-ai-bridge dlq and usage', () => {
     let report: Report = { byDevice: {} };
     for (let tries = 0; tries < 20 && report.byDevice['cam-5'] === undefined; tries += 1) {
       if (tries > 0) await sleep(250);
-      report = JSON.parse((await run(process.execPath, [cli, 'usage', '1'], { env })).stdout) as Report;
+      report = JSON.parse((await run(process.execPath, [cli, 'usage', '1', '--json'], { env })).stdout) as Report;
     }
     expect(report.byDevice['cam-5']?.requests).toBe(1);
     expect(report.byDevice['cam-5']?.promptTokens).toBe((second?.ok && second.usage?.prompt_tokens) || -1);
+    const table = (await run(process.execPath, [cli, 'usage', '1'], { env })).stdout;
+    expect(table).toMatch(/^device +requests +prompt tokens +completion tokens +cost$/m);
+    expect(table).toMatch(/^cam-5 +1 +\d+ +\d+ +\$[\d.]+$/m);
   });
 });

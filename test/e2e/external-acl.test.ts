@@ -12,21 +12,9 @@ import { createLogger } from '../../bridge/logger.js';
 import { ReplySchema, StatusSchema, topics, type Reply } from '../../contract/index.js';
 import { waitUntil } from '../helpers/chaos.js';
 import { ask, okOf, startHarness, type Harness } from '../helpers/harness.js';
+import { PLANT_ACL } from '../helpers/mosquitto.js';
 
-const ACL = [
-  'pattern write devices/%u/infer/+',
-  'pattern write devices/%u/image/#',
-  'pattern read devices/%u/result',
-  'pattern read devices/%u/stream',
-  'pattern read devices/%u/rpc/#',
-  'user bridge',
-  'topic read devices/+/infer/+',
-  'topic read devices/+/image/#',
-  'topic write devices/+/result',
-  'topic write devices/+/stream',
-  'topic write devices/+/rpc/#',
-  'topic readwrite bridge/#',
-];
+const ACL = [...PLANT_ACL];
 const USERS = { 'cam-1': 'pw-cam-1', 'cam-2': 'pw-cam-2', bridge: 'pw-bridge' };
 
 let h: Harness | undefined;

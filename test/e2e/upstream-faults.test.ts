@@ -142,15 +142,15 @@ describe('upstream faults (device ↔ bridge ↔ upstream simulator)', () => {
     expect((h.upstream.requests[1]?.at as number) - (h.upstream.requests[0]?.at as number)).toBeGreaterThanOrEqual(290);
   });
 
-  it('fails at once with upstream_error on a 400, without retrying', async () => {
+  it('fails at once with invalid_request on a 400, without retrying', async () => {
     const h = await start({ MAX_ATTEMPTS: '3' });
     h.upstream.script({ status: 400 });
     const device = await h.device('cam-400');
     await device.publish('normal', ask('r-400'));
     const [reply] = await device.reply('r-400');
 
-    const error = expectError(reply, 'upstream_error');
-    expect(error.message).toMatch(/\b400\b/);
+    const error = expectError(reply, 'invalid_request');
+    expect(error.message).toMatch(/^the upstream refused the request: 400 /);
     expect(reply).toMatchObject({ priority: 'normal' });
 
     await sleep(SETTLE_MS);

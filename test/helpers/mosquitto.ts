@@ -9,6 +9,22 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../bench/free-port.js';
 
+/** The plant's-broker ACL of docs/plant-broker.md: devices (username = device id) and the bridge's user `bridge`. */
+export const PLANT_ACL: readonly string[] = [
+  'pattern write devices/%u/infer/+',
+  'pattern write devices/%u/image/#',
+  'pattern read devices/%u/result',
+  'pattern read devices/%u/stream',
+  'pattern read devices/%u/rpc/#',
+  'user bridge',
+  'topic read devices/+/infer/+',
+  'topic read devices/+/image/#',
+  'topic write devices/+/result',
+  'topic write devices/+/stream',
+  'topic write devices/+/rpc/#',
+  'topic readwrite bridge/#',
+];
+
 export interface MosquittoOptions {
   /** username → password, written with mosquitto_passwd into a password_file. */
   users?: Record<string, string>;

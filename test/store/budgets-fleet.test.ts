@@ -1,9 +1,9 @@
-// Two instances on one Redis reserving against the same budget at once: together they never
-// take it over its limit.
+// Two instances on one Redis admitting requests against the same budget at once: together they
+// never take it over its limit.
 import { afterAll, describe, expect, it } from 'vitest';
 import { RedisStore } from '../../bridge/store/redis.js';
 import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
-import { baseTime } from './contract/fixtures.js';
+import { baseTime, makeJob } from './contract/fixtures.js';
 
 const redis = [connectRedis(), connectRedis()];
 const prefix = uniquePrefix('budgets');
@@ -17,8 +17,11 @@ describe('budgets across instances', () => {
     const [a, b] = redis.map((r) => new RedisStore(r, { prefix })) as [RedisStore, RedisStore];
     const now = baseTime();
     const charge = { budget: 'fleet', period: '2026-12', subject: '*', unit: 'tokens' as const, limit: 1000, estimate: 7, exempt: false, resetAtMs: now + 86_400_000 };
-    const attempts = Array.from({ length: 400 }, (_, i) => (i % 2 === 0 ? a : b).reserveBudgets([charge], now));
-    const admitted = (await Promise.all(attempts)).filter((refused) => refused === undefined).length;
+    const limits = { deviceRpm: 10_000, queueMax: 10_000 };
+    const attempts = Array.from({ length: 400 }, (_, i) =>
+      (i % 2 === 0 ? a : b).admit({ ...makeJob({ deviceId: `cam-${i % 7}`, id: `r-${i}`, priority: 'normal', arrivalMs: now }), budget: [charge] }, limits, now),
+    );
+    const admitted = (await Promise.all(attempts)).filter((result) => result.kind === 'queued').length;
     expect(admitted).toBe(Math.floor(1000 / 7));
     const [use] = await a.budgetUse([{ budget: 'fleet', period: '2026-12' }]);
     expect(use?.reserved).toBeCloseTo(admitted * 7, 6);

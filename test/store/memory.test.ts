@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../bridge/store/memory.js';
 import { describeStoreContract } from './store-contract.js';
 
-describeStoreContract('memory', { durable: false, open: async () => new MemoryStore() });
+describeStoreContract('memory', { durable: false, open: async (options) => new MemoryStore(options) });
 
 describe('memory store', () => {
   it('is not durable', () => {

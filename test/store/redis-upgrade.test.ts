@@ -1,9 +1,11 @@
-// Upgrading from 0.6: what an older version left in Redis (a queued job, a running job with a
-// recorded reply, pending idempotency records, the upstream's calls and pause) is moved into
-// this version's layout at start-up, and every promise holds for it afterwards.
+// Upgrading from 0.6 and 0.7: what an older version left in Redis (a queued job, a running job
+// with a recorded reply, pending idempotency records, the upstream's calls and pause; 0.7's
+// per-lock fences) is moved into this version's layout at start-up, and every promise holds
+// for it afterwards.
 import { afterAll, describe, expect, it } from 'vitest';
+import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../bridge/config/config.js';
 import { RedisStore } from '../../bridge/store/redis.js';
-import { redisKeys } from '../../bridge/store/redis-keys.js';
+import { lockId, redisKeys } from '../../bridge/store/redis-keys.js';
 import type { Job } from '../../bridge/store/types.js';
 import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
 import { claimOpts, ids, leaves, LIMITS, makeJob, makeReply } from './contract/fixtures.js';
@@ -96,6 +98,60 @@ describe('redis store: upgrade from 0.6', () => {
       await store.complete(first, makeReply(first), { ttlS: 60, deadLetter: false }, leaves(now - 9_000));
       expect(await store.admit(queued, LIMITS, leaves(now - 9_000) + 1)).toMatchObject({ kind: 'duplicate_done' });
       expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+    } finally {
+      await deletePrefix(redis, prefix);
+    }
+  });
+});
+
+describe('redis store: upgrade from 0.7', () => {
+  it('folds the per-lock fences hash into the one counter, so no lock is granted a fence it had before', async () => {
+    const prefix = uniquePrefix('upgrade-fences');
+    try {
+      const k = redisKeys(prefix);
+      const now = Date.now();
+      const write = redis.multi();
+      // 0.7 kept one field per lock name ever granted; one of them far ahead of the others.
+      for (let i = 0; i < 1234; i += 1) write.hset(k.oldFences, lockId(`lock-${i}`), i === 700 ? 90_000 : i + 1);
+      await write.exec();
+      const store = new RedisStore(redis, { prefix });
+      await store.upgrade(now);
+      expect(await redis.exists(k.oldFences)).toBe(0);
+      expect(Number(await redis.get(k.fence))).toBe(90_000);
+      await store.upgrade(now); // a second start changes nothing
+      expect(Number(await redis.get(k.fence))).toBe(90_000);
+
+      const job = makeJob({ deviceId: 'cam-1', id: 'l', priority: 'normal', arrivalMs: now, lock: 'lock-700' });
+      await store.admit(job, LIMITS, now);
+      const [held] = (await store.claim(claimOpts(), now)).jobs;
+      expect(held?.fence).toBe(90_001);
+    } finally {
+      await deletePrefix(redis, prefix);
+    }
+  });
+
+  it('moves 0.7\'s dead-letter list into the bounded one, within its bounds and age, and serves it as before', async () => {
+    const prefix = uniquePrefix('upgrade-dlq');
+    try {
+      const k = redisKeys(prefix);
+      const now = Date.now();
+      const entry = (id: string, atMs: number): string => {
+        const job = makeJob({ deviceId: 'cam-1', id, priority: 'low', arrivalMs: atMs - 100 });
+        return JSON.stringify({ job, reply: { id, ok: false, error: { code: 'upstream_error', message: 'x' } }, atMs });
+      };
+      // 250 entries (more than one step) from oldest to newest; the first one past DLQ_TTL_S.
+      const old = [entry('aged', now - 3_600_000), ...Array.from({ length: 250 }, (_, i) => entry(`r${i}`, now - 1000 + i))];
+      await redis.rpush(k.oldDlq, ...old);
+      const store = new RedisStore(redis, { prefix, deadLetters: { max: 200, maxBytes: 64 * 1024 * 1024, ttlS: 600 } });
+      await store.upgrade(now);
+      expect(await redis.exists(k.oldDlq)).toBe(0);
+      expect((await store.deadLetters.stats(now)).count).toBe(200);
+      expect(store.deadLetters.dropped()).toBe(50); // the oldest 50 over DLQ_MAX
+      const first = await store.deadLetters.page(2, undefined, now);
+      expect(first.entries.map((d) => d.job.id)).toEqual(['r50', 'r51']);
+      expect(await store.deadLetters.get('cam-1/aged', now)).toBeUndefined();
+      expect(await store.deadLetters.replay(['cam-1/r249'], DEFAULT_PRIORITY_OFFSETS_MS, now)).toBe(1);
+      expect(await store.queueDepth()).toMatchObject({ low: 1 });
     } finally {
       await deletePrefix(redis, prefix);
     }

@@ -15,9 +15,9 @@ afterAll(async () => {
 
 describeStoreContract('redis', {
   durable: true,
-  open: async () => {
+  open: async (options) => {
     const prefix = uniquePrefix('store');
-    const store = new RedisStore(redis, { prefix });
+    const store = new RedisStore(redis, { prefix, ...options });
     prefixes.set(store, prefix);
     return store;
   },
@@ -40,7 +40,7 @@ describe('redis store', () => {
       const limits = { deviceRpm: 10, queueMax: 10 };
       const job = makeJob({ deviceId: 'cam-1', id: 'late-1', priority: 'normal', arrivalMs: now });
       await expect(store.admit(job, limits, now)).rejects.toMatchObject({ code: 'unavailable' });
-      await expect(store.admitAnswered(job, makeReply(job), limits, 60, now)).rejects.toMatchObject({ code: 'unavailable' });
+      await expect(store.admitAnswered(job, makeReply(job), 60, now)).rejects.toMatchObject({ code: 'unavailable' });
       expect(await redis.exists(redisKeys(prefix).idem(job.key), redisKeys(prefix).queue, redisKeys(prefix).quota('cam-1'))).toBe(0);
       cutoff = redisNow + 60_000;
       expect((await store.admit(job, limits, now)).kind).toBe('queued');

@@ -13,10 +13,11 @@ import { cacheContract } from './contract/cache.js';
 import { budgetsContract } from './contract/budgets.js';
 import { completionContract } from './contract/completion.js';
 import { fairnessContract } from './contract/fairness.js';
-import type { ContractContext } from './contract/fixtures.js';
+import { deadLettersContract } from './contract/dead-letters.js';
+import type { ContractContext, StoreOptions } from './contract/fixtures.js';
 import { leasesContract } from './contract/leases.js';
 import { locksContract } from './contract/locks.js';
-import { claimOrderContract, concurrencyContract, drainContract, expiryContract } from './contract/queue.js';
+import { claimOrderContract, concurrencyContract, drainContract, expiryContract, queueBytesContract } from './contract/queue.js';
 import { rateLimitsContract } from './contract/rate-limits.js';
 import { recordedRepliesContract } from './contract/recorded-replies.js';
 
@@ -27,7 +28,7 @@ export interface StoreUnderTest {
   /** What every store it opens must report as `durable`. */
   durable: boolean;
   /** Opens a fresh, empty store. */
-  open(): Promise<Store>;
+  open(options?: StoreOptions): Promise<Store>;
   /** Runs after each case; default: `store.close()`. */
   cleanup?(store: Store): Promise<void>;
 }
@@ -46,7 +47,9 @@ const PARTS: ((ctx: ContractContext) => void)[] = [
   leasesContract,
   recordedRepliesContract,
   completionContract,
+  deadLettersContract,
   drainContract,
+  queueBytesContract,
   cacheContract,
   concurrencyContract,
 ];
@@ -54,8 +57,8 @@ const PARTS: ((ctx: ContractContext) => void)[] = [
 export function describeStoreContract(name: string, target: StoreUnderTest): void {
   describe(`store contract: ${name}`, () => {
     const opened: Store[] = [];
-    const open = async (): Promise<Store> => {
-      const store = await target.open();
+    const open = async (options?: StoreOptions): Promise<Store> => {
+      const store = await target.open(options);
       opened.push(store);
       return store;
     };

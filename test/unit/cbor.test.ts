@@ -1,8 +1,9 @@
 // The CBOR codec of the contract: a request decodes to what JSON.parse would give for the same
-// request, anything JSON could not carry is refused, and a reply encodes as plain CBOR.
+// request, anything JSON could not carry is refused before cbor-x decodes it, and a reply
+// encodes as plain CBOR. The scan itself, case by case: cbor-scan.test.ts.
 import { decode, encode, Encoder } from 'cbor-x';
 import { describe, expect, it } from 'vitest';
-import { decodeCbor, encodeCbor, requireJsonShaped } from '../../contract/cbor.js';
+import { decodeCbor, encodeCbor } from '../../contract/cbor.js';
 import { InferRequestSchema, isCborRequest, requestPropertiesOf, type OkReply } from '../../contract/index.js';
 
 const template = { id: 'r1', template: 'defect-check', vars: { part: 'A7', mm: 0.31 } };
@@ -11,7 +12,7 @@ const chat = { id: 'r2', messages: [{ role: 'user', content: 'Part A7: burr heig
 /** The refusal's message, or null when the decoded value is accepted. */
 function refusal(payload: Buffer): string | null {
   try {
-    requireJsonShaped(decodeCbor(payload));
+    decodeCbor(payload);
     return null;
   } catch (err) {
     return (err as Error).message;
@@ -29,27 +30,31 @@ describe('decodeCbor', () => {
     }
   });
 
-  it('refuses what is not CBOR: truncated, trailing bytes, empty, a reserved simple value', () => {
+  it('refuses what is not CBOR: truncated, trailing bytes, empty, a reserved length', () => {
     const whole = encode(chat);
-    for (const bad of [whole.subarray(0, 10), Buffer.concat([whole, Buffer.from([0x01])]), Buffer.alloc(0), Buffer.from([0xe0]), Buffer.from('{"id":"x"}')]) {
+    for (const bad of [whole.subarray(0, 10), Buffer.concat([whole, Buffer.from([0x01])]), Buffer.alloc(0), Buffer.from([0x1c]), Buffer.from('{"id":"x"}')]) {
       expect(() => decodeCbor(bad)).toThrow('payload is not valid CBOR');
     }
   });
 
-  it('refuses values JSON cannot carry', () => {
+  it('refuses values JSON cannot carry, naming what', () => {
     const shared = new Encoder({ structuredClone: true });
     const cyclic: Record<string, unknown> = { id: 'c' };
     cyclic.self = cyclic;
-    const cases = [
-      encode({ id: 'a', when: new Date(0) }), // tag 1
-      encode({ id: 'a', raw: Buffer.from('x') }), // byte string
-      encode({ id: 'a', v: undefined }),
-      encode({ id: 'a', v: 2n ** 70n }), // bignum tag
-      encode({ id: 'a', v: Infinity }),
-      encode({ id: 'a', v: new Float32Array([1]) }), // typed array tag
-      shared.encode(cyclic), // shared values, tags 28/29
+    const cases: [Buffer, RegExp][] = [
+      [encode({ id: 'a', when: new Date(0) }), /CBOR tags are not accepted/], // tag 1
+      [encode({ id: 'a', raw: Buffer.from('x') }), /CBOR byte strings are not accepted/],
+      [encode({ id: 'a', v: undefined }), /CBOR undefined is not accepted/],
+      [encode({ id: 'a', v: 2n ** 70n }), /CBOR tags are not accepted/], // bignum, tag 2
+      [encode({ id: 'a', v: Infinity }), /non-finite numbers are not accepted/],
+      [Buffer.from([0xe0]), /CBOR simple values other than false, true and null/], // simple value 0
+      [encode({ id: 'a', v: new Float32Array([1]) }), /CBOR tags are not accepted/], // typed array tag
+      [shared.encode(cyclic), /CBOR tags are not accepted/], // shared values, tags 28/29
     ];
-    for (const payload of cases) expect(refusal(payload)).toMatch(/JSON cannot carry/);
+    for (const [payload, message] of cases) {
+      expect(refusal(payload)).toMatch(message);
+      expect(refusal(payload)).toMatch(/JSON cannot carry/);
+    }
   });
 
   it('refuses a graph of shared values at once rather than walking every path', () => {
@@ -60,8 +65,21 @@ describe('decodeCbor', () => {
     expect(performance.now() - started).toBeLessThan(500);
   });
 
-  it('refuses nesting too deep for the stack as CBOR it cannot read', () => {
-    expect(refusal(Buffer.alloc(200_000, 0x81))).toMatch(/CBOR/);
+  it('refuses nesting deeper than 64 levels before decoding, however deep', () => {
+    expect(refusal(Buffer.concat([Buffer.alloc(200_000, 0x81), Buffer.from([0x00])]))).toBe('nesting deeper than 64 levels');
+  });
+
+  it('refuses a bignum around a large byte string in linear time (cbor-x alone takes seconds)', () => {
+    const head = Buffer.from([0xa2, 0x62, 0x69, 0x64, 0x61, 0x61, 0x61, 0x76, 0xc2, 0x5a, 0, 0, 0, 0]);
+    head.writeUInt32BE(262_000, 10);
+    const started = performance.now();
+    expect(refusal(Buffer.concat([head, Buffer.alloc(262_000, 0xff)]))).toMatch(/CBOR tags are not accepted/);
+    expect(performance.now() - started).toBeLessThan(100);
+  });
+
+  it('reads a 64-bit integer as a number, as JSON.parse reads a long one', () => {
+    const eight = Buffer.from([0xa1, 0x61, 0x6e, 0x1b, 0, 0, 0, 0, 0, 0, 0, 5]);
+    expect(decodeCbor(eight)).toEqual({ n: 5 });
   });
 
   it('never lets a __proto__ key reach an object prototype', () => {

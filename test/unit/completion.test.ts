@@ -2,10 +2,11 @@
 // published, so whoever takes the job over after a crash publishes that same reply instead of
 // asking the upstream again. A scheduler over each store, a fake upstream and a fake broker.
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import type { Publish, Reply } from '../../contract/index.js';
+import { ERROR_CODES, type ErrorCode, type Publish, type Reply } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
 import { leaseMsFor } from '../../bridge/recovery/leases.js';
 import { Results } from '../../bridge/results/results.js';
+import { deadLettered } from '../../bridge/results/completion.js';
 import { Scheduler, type SchedulerConfig, type Upstream } from '../../bridge/scheduling/scheduler.js';
 import { MemoryStore } from '../../bridge/store/memory.js';
 import { RedisStore } from '../../bridge/store/redis.js';
@@ -142,7 +143,7 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     await sleep(50);
     expect(broker.sent).toEqual([JSON.stringify(reply)]);
     expect(up.calls).toEqual([]);
-    expect(await store.deadLetters()).toEqual([]);
+    expect((await store.deadLetters.page(10, undefined, Date.now())).entries).toEqual([]);
     expect(await store.storedReply(job.key, later())).toEqual(reply);
   });
 
@@ -211,5 +212,17 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     // The holder records its own reply; the stalled one recorded none.
     const theirs = makeReply(job, 'the holder answers');
     expect(await store.recordReply(taken.jobs[0] as ClaimedJob, theirs, 'other')).toEqual({ kind: 'recorded' });
+  });
+});
+
+describe('which endings are dead-lettered', () => {
+  const ending = (code: ErrorCode): Reply => ({ id: 'r', ok: false, error: { code, message: 'x' } });
+  it('keeps what a replay could answer, never a refusal the request caused or one about its device', () => {
+    for (const code of ['upstream_error', 'upstream_timeout', 'invalid_output', 'unavailable', 'internal'] as const) expect(deadLettered(ending(code))).toBe(true);
+    for (const code of ['invalid_request', 'payload_too_large', 'rate_limited', 'queue_full', 'budget_exceeded', 'expired'] as const) {
+      expect(deadLettered(ending(code))).toBe(false);
+    }
+    expect(ERROR_CODES.length).toBe(11); // a new code: decide here whether a replay could answer it
+    expect(deadLettered({ id: 'r', ok: true, content: 'fine', model: 'm' } as Reply)).toBe(false);
   });
 });

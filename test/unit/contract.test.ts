@@ -4,9 +4,11 @@ import { describe, expect, it } from 'vitest';
 import {
   InferRequestSchema,
   MAX_EMBEDDING_INPUTS,
+  MAX_RESPONSE_TOPIC_BYTES,
   OkReplySchema,
   isEmbeddingRequest,
   requestKind,
+  responseTopicProblem,
   type InferRequest,
 } from '../../contract/index.js';
 import { cacheKeyOf } from '../../bridge/intake/cache-key.js';
@@ -178,5 +180,14 @@ describe('OkReplySchema: embeddings', () => {
     expect(OkReplySchema.parse({ ...ok, embedding: [0.1, -0.2] }).embedding).toEqual([0.1, -0.2]);
     expect(OkReplySchema.parse({ ...ok, embeddings: [[1], [2]] }).embeddings).toEqual([[1], [2]]);
     expect(OkReplySchema.safeParse({ ...ok, embedding: 'AAAA' }).success).toBe(false);
+  });
+});
+
+describe('responseTopicProblem', () => {
+  it('bounds a Response Topic in bytes and never echoes a long one', () => {
+    const own = 'devices/cam-1/';
+    expect(responseTopicProblem('cam-1', `${own}${'r'.repeat(MAX_RESPONSE_TOPIC_BYTES - own.length)}`)).toBeNull();
+    const problem = responseTopicProblem('cam-1', `${own}${'ラ'.repeat(MAX_RESPONSE_TOPIC_BYTES)}`);
+    expect(problem).toMatch(new RegExp(`^response topic is \\d+ bytes, over ${MAX_RESPONSE_TOPIC_BYTES}$`));
   });
 });

@@ -34,7 +34,7 @@ describe('docs', () => {
   it('give each code the MQTT 5 PUBACK reason the bridge sends', () => {
     const contract = read('docs/CONTRACT.md');
     const documented: Array<[string[], number]> = [
-      [['rate_limited'], 0x97],
+      [['rate_limited', 'budget_exceeded'], 0x97],
       [['invalid_request', 'payload_too_large'], 0x99],
       [['queue_full', 'unavailable', 'internal'], 0x83],
     ];

@@ -1,7 +1,7 @@
 // The folders' import rules, read from the source. Top level: contract/ imports no other
 // folder of ours, broker/ nothing but contract/, and no two folders import each other. Inside
 // bridge/, the stages follow a request (mqtt → intake → scheduling → coalescing → upstream →
-// results) and never import an earlier stage; store/, config/, recovery/ and ops/ sit beside.
+// results → scada) and never import an earlier stage; store/, config/, recovery/ and ops/ sit beside.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,7 +10,7 @@ import { sourceFiles, sourceFolders } from '../helpers/code-shape.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const FOLDERS = sourceFolders(ROOT);
-const STAGES = ['mqtt', 'intake', 'scheduling', 'coalescing', 'upstream', 'results'];
+const STAGES = ['mqtt', 'intake', 'scheduling', 'coalescing', 'upstream', 'results', 'scada'];
 const BESIDE = ['store', 'config', 'recovery', 'ops'];
 /** bridge/ root files a subfolder may import; the rest (main, app, coordination…) only wire. */
 const SHARED_ROOT_FILES = ['logger.ts', 'version.ts'];
@@ -52,6 +52,11 @@ describe('folder layering', () => {
 
   it('has no two folders importing each other, directly or around a circle', () => {
     expect(circles(edges)).toEqual([]);
+  });
+
+  it('keeps scada-sim/ on contract/ alone: it reads what SCADA reads, as an outside host would', () => {
+    expect(FOLDERS).toContain('scada-sim');
+    expect([...(edges.get('scada-sim') ?? [])]).toEqual(['contract']);
   });
 });
 

@@ -62,9 +62,64 @@ describe('ProviderChain: failover', () => {
     primary.script({ status: 400 });
     const c = chain([provider('primary', primary.url), provider('fallback', fallback.url)]);
     const err = await failureOf(c.call(call()));
-    expect(err.code).toBe('upstream_error');
-    expect(err.message).toContain('400');
+    expect(err.code).toBe('invalid_request');
+    expect(err.message).toContain('the upstream refused the request: 400');
     expect(fallback.requests).toHaveLength(0);
+  });
+
+  it.each([400, 404, 413, 422])('fails a request refused %i alone: one attempt, no breaker event, the key kept', async (status) => {
+    const primary = await sim();
+    const fallback = await sim();
+    // Two failures in a row open this chain's circuits: three refusals must not.
+    primary.script({ status }, { status }, { status });
+    const c = chain([provider('primary', primary.url), provider('fallback', fallback.url)]);
+    for (let i = 0; i < 3; i += 1) expect((await failureOf(c.call(call()))).code).toBe('invalid_request');
+    expect(primary.requests).toHaveLength(3);
+    expect(fallback.requests).toHaveLength(0);
+    expect(c.health()[0]).toMatchObject({ circuit: 'closed', available: true, keys: { healthy: 1, revoked: 0 } });
+    expect(await c.call(call())).toMatchObject({ provider: 'primary', attempts: 1 });
+  });
+
+  it('takes a 404 that is not an API error (a wrong base URL) as the provider failing: the fallback answers', async () => {
+    const primary = await sim();
+    const fallback = await sim();
+    primary.script({ status: 404, body: '<html>Not Found</html>' });
+    const c = chain([provider('primary', primary.url), provider('fallback', fallback.url)]);
+    expect(await c.call(call())).toMatchObject({ provider: 'fallback' });
+    expect(primary.requests).toHaveLength(1);
+  });
+
+  it('fails a request whose header undici cannot send alone, and sends it encoded', async () => {
+    const primary = await sim();
+    const c = chain([provider('primary', primary.url)]);
+    for (const lock of ['ライン-3', 'line\r\nx-evil: 1', '50% é']) {
+      expect(await c.call(call({ headers: { 'X-Lock-Key': lock, 'X-Lock-Fence': '1' } }))).toMatchObject({ attempts: 1 });
+    }
+    expect(primary.requests.map((r) => r.headers['x-lock-key'])).toEqual(['%E3%83%A9%E3%82%A4%E3%83%B3-3', 'line%0D%0Ax-evil:%201', '50%25%20%C3%A9']);
+    expect(primary.requests.map((r) => decodeURIComponent(String(r.headers['x-lock-key'])))).toEqual(['ライン-3', 'line\r\nx-evil: 1', '50% é']);
+    expect(primary.requests.every((r) => r.headers['x-evil'] === undefined)).toBe(true);
+    expect(c.health()[0]).toMatchObject({ circuit: 'closed' });
+  });
+
+  it('fails a request undici refuses to send with invalid_request, sending nothing and recording no failure', async () => {
+    const primary = await sim();
+    const c = chain([provider('primary', primary.url), provider('fallback', primary.url)]);
+    const err = await failureOf(c.call(call({ headers: { 'not a header name': 'x' } })));
+    expect(err.code).toBe('invalid_request');
+    expect(err.message).toContain('the request cannot be sent upstream');
+    expect(primary.requests).toHaveLength(0);
+    expect(c.health().map((p) => p.circuit)).toEqual(['closed', 'closed']);
+  });
+
+  it('fails a request whose body cannot be serialized with invalid_request, sending nothing', async () => {
+    const primary = await sim();
+    const c = chain([provider('primary', primary.url)]);
+    const body = { model: 'gpt-4o-mini', messages: [{ role: 'user' as const, content: 'x' }], seed: 10n as unknown as number };
+    const err = await failureOf(c.call(call({ body })));
+    expect(err.code).toBe('invalid_request');
+    expect(err.message).toContain('cannot be serialized');
+    expect(primary.requests).toHaveLength(0);
+    expect(c.health()[0]).toMatchObject({ circuit: 'closed', available: true });
   });
 });
 

@@ -1,20 +1,42 @@
 // The provider chain against real HTTP upstreams (the upstream simulator on free ports): key
 // rotation, refused keys and rate-limited ones.
-import { afterEach, describe, expect, it } from 'vitest';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { createLogger } from '../../bridge/logger.js';
 import { logSink } from '../helpers/log-sink.js';
 import {
   call,
   chain,
   closeChainsAndSims,
+  failureOf,
   provider,
   sim,
 } from '../helpers/provider-chain.js';
+import { waitUntil } from '../helpers/wait.js';
 
 afterEach(closeChainsAndSims);
 
+/** An upstream without GET /models (404) that refuses the keys in `refused` (403) and answers every other. */
+async function refusingUpstream(...keys: string[]): Promise<{ url: string; refused: Set<string> }> {
+  const refused = new Set(keys);
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      if (req.url !== '/v1/chat/completions') return void res.writeHead(404).end('{"error":{"message":"not found"}}');
+      if (refused.has(String(req.headers.authorization).replace('Bearer ', ''))) return void res.writeHead(403).end('{"error":{"message":"forbidden"}}');
+      const answer = { model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] };
+      res.writeHead(200).end(JSON.stringify(answer));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, refused };
+}
+
 describe('ProviderChain: keys', () => {
-  it('takes a revoked key (401) out of rotation for good; the others share the traffic', async () => {
+  it('sets a revoked key aside once a probe with it is refused too; the others share the traffic', async () => {
     const primary = await sim({ revokedKeys: ['sk-revoked-2222'] });
     const c = chain([provider('primary', primary.url, { apiKeys: ['sk-good-1111', 'sk-revoked-2222', 'sk-good-3333'] })], {
       maxAttempts: 2,
@@ -25,9 +47,10 @@ describe('ProviderChain: keys', () => {
     results.push(...(await Promise.all(Array.from({ length: 12 }, () => c.call(call())))));
     expect(results.every((r) => r.provider === 'primary')).toBe(true);
     expect(results.map((r) => r.attempts).sort()).toEqual([...Array<number>(23).fill(1), 2]);
-    const { byKey, byStatus } = primary.stats();
-    expect(byKey['…2222']).toBe(1);
-    expect(byStatus['401']).toBe(1);
+    const { byKey, byStatus, byPath } = primary.stats();
+    expect(byKey['…2222']).toBe(2); // the refused call and the probe
+    expect(byPath['/v1/models']).toBe(1);
+    expect(byStatus['401']).toBe(2);
     expect(byKey['…1111']).toBeGreaterThanOrEqual(11);
     expect(byKey['…3333']).toBeGreaterThanOrEqual(11);
     const keys = c.health()[0]?.keys;
@@ -46,9 +69,61 @@ describe('ProviderChain: keys', () => {
     await c.call(call());
     await c.call(call());
     const logged = sink.text();
-    expect(logged).toContain('upstream refused an API key: taken out of rotation');
+    expect(logged).toContain('upstream API key set aside');
+    expect(logged).toContain('GET /models with it answered 401');
     expect(logged).toMatch(/"keyId":"[0-9a-f]{8}"/);
     expect(logged).not.toContain('sk-secret');
+  });
+
+  it('keeps a key in rotation when only a model it may not use is refused, and fails those requests alone', async () => {
+    const primary = await sim({ refusedModels: [{ key: 'sk-a-aaaa', model: 'gpt-forbidden' }] });
+    const c = chain([provider('primary', primary.url, { apiKeys: ['sk-a-aaaa'] })]);
+    const forbidden = (): ReturnType<typeof call> => call({ requestedModel: 'gpt-forbidden', body: { model: 'gpt-forbidden', messages: [{ role: 'user', content: 'x' }] } });
+    const refusals = await Promise.all(Array.from({ length: 8 }, () => failureOf(c.call(forbidden()))));
+    expect(refusals.map((e) => e.code)).toEqual(Array<string>(8).fill('invalid_request'));
+    expect(refusals[0]?.message).toContain('the upstream refused the request: 403');
+    expect(refusals[0]?.message).toContain('gpt-forbidden');
+    // One probe for the whole burst (its verdict is shared and kept for a while).
+    expect(primary.stats().byPath['/v1/models']).toBe(1);
+    expect(c.health()[0]).toMatchObject({ circuit: 'closed', available: true, keys: { healthy: 1, revoked: 0 } });
+    expect(await c.call(call())).toMatchObject({ provider: 'primary', attempts: 1 });
+  });
+
+  it('tries a key set aside again once its set-aside time has passed', async () => {
+    const primary = await sim({ revokedKeys: ['sk-b-bbbb'] });
+    const c = chain([provider('primary', primary.url, { apiKeys: ['sk-a-aaaa', 'sk-b-bbbb'] })], { keySetAsideMs: 300 });
+    await c.call(call());
+    await c.call(call());
+    expect(c.health()[0]?.keys.list.map((k) => k.state)).toEqual(['healthy', 'revoked']);
+    await waitUntil(() => c.health()[0]?.keys.revoked === 0, 2000);
+    primary.setOptions({ revokedKeys: [] });
+    await c.call(call());
+    await c.call(call());
+    expect(primary.requests.slice(-2).map((r) => r.headers['authorization']).sort()).toEqual(['Bearer sk-a-aaaa', 'Bearer sk-b-bbbb']);
+  });
+
+  it('sets a key aside after refusals for several models when the probe cannot tell (no GET /models)', async () => {
+    const up = await refusingUpstream('sk-bad-0001');
+    const c = chain([provider('primary', up.url, { apiKeys: ['sk-bad-0001', 'sk-good-002'] })]);
+    const named = (model: string): ReturnType<typeof call> => call({ body: { model, messages: [{ role: 'user', content: 'x' }] } });
+    // Each refused call moves on to the good key: the refusal may be about the key.
+    for (const model of ['m-1', 'm-1', 'm-2']) {
+      expect(await c.call(named(model))).toBeDefined();
+      expect(c.health()[0]?.keys.revoked).toBe(0);
+    }
+    for (let i = 0; i < 4 && c.health()[0]?.keys.revoked === 0; i += 1) await c.call(named('m-3'));
+    expect(c.health()[0]?.keys.list.map((k) => k.state)).toEqual(['revoked', 'healthy']);
+  });
+
+  it('sets a key aside when the probe cannot tell but the key is refused a model it answered before', async () => {
+    const up = await refusingUpstream();
+    const c = chain([provider('primary', up.url, { apiKeys: ['sk-one-0001', 'sk-two-0002'] })]);
+    await c.call(call());
+    await c.call(call());
+    up.refused.add('sk-one-0001');
+    await c.call(call());
+    await c.call(call());
+    expect(c.health()[0]?.keys.list.map((k) => k.state)).toEqual(['revoked', 'healthy']);
   });
 
   it('fails over to the next provider when every key of the first is refused', async () => {

@@ -203,25 +203,54 @@ describe('UpstreamClient', () => {
   it('fails at once on a 400, with the status and a truncated upstream message', async () => {
     const up = await scripted([failure(400, `bad messages ${'x'.repeat(1000)}`)]);
     const err = await failureOf(client(up.url).call(call()));
-    expect(err.code).toBe('upstream_error');
-    expect(err.message).toContain('400');
+    expect(err.code).toBe('invalid_request');
+    expect(err.message).toContain('the upstream refused the request: 400');
     expect(err.message).toContain('bad messages');
     expect(err.message.length).toBeLessThan(300);
     expect(up.seen).toHaveLength(1);
   });
 
-  it('moves to the second key after a 401, counting an attempt', async () => {
-    const up = await scripted([failure(401, 'invalid api key'), {}]);
-    const result = await client(up.url, { apiKeys: ['k1', 'k2'] }).call(call());
-    expect(result.attempts).toBe(2);
-    expect(up.seen.map((s) => s.headers['authorization'])).toEqual(['Bearer k1', 'Bearer k2']);
+  it('cuts the key out of a refusal that echoes it', async () => {
+    const up = await scripted([failure(422, 'bad field for key sk-test-one')]);
+    const err = await failureOf(client(up.url).call(call()));
+    expect(err.code).toBe('invalid_request');
+    expect(err.message).toBe('the upstream refused the request: 422 bad field for key [redacted]');
   });
 
-  it('fails at once on a 401 when no other key is left', async () => {
+  it('probes a key after a 401 and, when GET /models refuses it too, moves to the second key, counting an attempt', async () => {
+    const up = await scripted([failure(401, 'invalid api key'), failure(401, 'invalid api key'), {}]);
+    const c = client(up.url, { apiKeys: ['k1', 'k2'] });
+    const result = await c.call(call());
+    expect(result.attempts).toBe(2);
+    expect(up.seen.map((s) => [s.path, s.headers['authorization']])).toEqual([
+      ['/v1/chat/completions', 'Bearer k1'],
+      ['/v1/models', 'Bearer k1'],
+      ['/v1/chat/completions', 'Bearer k2'],
+    ]);
+    expect(c.health()[0]?.keys.list.map((k) => k.state)).toEqual(['revoked', 'healthy']);
+  });
+
+  it('fails a 403 alone with invalid_request when the key answers GET /models: the refusal was about the request', async () => {
+    const up = await scripted([failure(403, 'key may not use this model'), {}, failure(403, 'key may not use this model'), {}]);
+    const c = client(up.url);
+    const err = await failureOf(c.call(call()));
+    expect(err.code).toBe('invalid_request');
+    expect(err.message).toBe('the upstream refused the request: 403 key may not use this model (model "gpt-4o-mini"; the API key itself is accepted)');
+    expect(up.seen.map((s) => s.path)).toEqual(['/v1/chat/completions', '/v1/models']);
+    // The key stays in rotation; its verdict stands for a while, so the next refusal is not probed again.
+    expect(c.health()[0]?.keys).toMatchObject({ healthy: 1, revoked: 0 });
+    expect((await failureOf(c.call(call()))).code).toBe('invalid_request');
+    expect(up.seen.map((s) => s.path)).toEqual(['/v1/chat/completions', '/v1/models', '/v1/chat/completions']);
+    expect(await c.call(call())).toMatchObject({ attempts: 1 });
+  });
+
+  it('fails with upstream_error once every key is shown refused', async () => {
     const up = await scripted([failure(401, 'invalid api key')]);
-    const err = await failureOf(client(up.url, { apiKeys: ['k1', 'k2'] }).call(call()));
+    const c = client(up.url, { apiKeys: ['k1', 'k2'] });
+    const err = await failureOf(c.call(call()));
     expect(err.code).toBe('upstream_error');
-    expect(err.message).toContain('401');
-    expect(up.seen).toHaveLength(2);
+    expect(err.message).toContain('every API key was refused');
+    expect(up.seen.map((s) => s.path)).toEqual(['/v1/chat/completions', '/v1/models', '/v1/chat/completions', '/v1/models']);
+    expect(c.health()[0]?.keys).toMatchObject({ healthy: 0, revoked: 2 });
   });
 });

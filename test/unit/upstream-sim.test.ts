@@ -203,6 +203,20 @@ describe('upstream-sim', () => {
     expect(() => sim.setOptions({ errorRate: 2 })).toThrow(/errorRate/);
   });
 
+  it('refuses GET /v1/models to a revoked key, and a model to the key that may not use it (403)', async () => {
+    const sim = await start({ revokedKeys: ['sk-gone-0000'], refusedModels: [{ key: 'sk-one-1111', model: 'gpt-x' }, { key: '*', model: 'gpt-y' }] });
+    const models = async (key: string): Promise<number> => (await request(`${sim.url}/models`, { headers: { authorization: `Bearer ${key}` } })).statusCode;
+    expect(await models('sk-gone-0000')).toBe(401);
+    expect(await models('sk-one-1111')).toBe(200);
+    const refused = await post(sim, '/chat/completions', chat('q', 'gpt-x'), 'sk-one-1111');
+    expect(refused.status).toBe(403);
+    expect(refused.body).toMatchObject({ error: { code: 'model_not_allowed' } });
+    expect((await post(sim, '/chat/completions', chat('q', 'gpt-x'), 'sk-two-2222')).status).toBe(200);
+    expect((await post(sim, '/chat/completions', chat('q', 'sim-model'), 'sk-one-1111')).status).toBe(200);
+    expect((await post(sim, '/chat/completions', chat('q', 'gpt-y'), 'sk-two-2222')).status).toBe(403);
+    await expect(startUpstreamSim({ port: 0, refusedModels: [{ key: '', model: 'm' }] })).rejects.toThrow(/refusedModels/);
+  });
+
   it('rejects bad options', async () => {
     await expect(startUpstreamSim({ port: 0, hangRate: -0.1 })).rejects.toThrow(/hangRate/);
     await expect(startUpstreamSim({ port: 70000 })).rejects.toThrow(/port/);

@@ -42,7 +42,12 @@ export function dashboardApi(sources: DashboardApiSources): DashboardApi {
       const fleet = sources.askFleet ? await sources.askFleet(query) : [];
       return mergeDevices([...localDevices(sources, query), ...fleet]);
     },
-    deadLetters: () => sources.store.deadLetters(),
+    deadLetters: async (limit, after) => {
+      const now = clock();
+      const [page, { count }] = await Promise.all([sources.store.deadLetters.page(limit, after, now), sources.store.deadLetters.stats(now)]);
+      return { ...page, count };
+    },
+    deadLetter: (key) => sources.store.deadLetters.get(key, clock()),
   };
 }
 

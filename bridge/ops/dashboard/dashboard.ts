@@ -68,10 +68,15 @@ export class Dashboard {
     return this.last;
   }
 
+  /** Event streams open now (one listener each). */
+  get streams(): number {
+    return this.listeners.size;
+  }
+
   /** Calls `listener` with every tick's event until the returned function is called. */
   subscribe(listener: (event: DashboardEvent) => void): () => void {
     this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return () => void this.listeners.delete(listener);
   }
 
   /** One tick: report, read the fleet back, keep the point, tell the pages. Exposed for tests. */
@@ -99,7 +104,7 @@ export class Dashboard {
     const [live, depth, deadLetters] = await Promise.all([
       orNull(reports.put(instance, JSON.stringify(report), ttlMs, now).then(() => reports.live(now))),
       orNull<QueueDepth>(store.queueDepth()),
-      orNull(store.deadLetterCount()),
+      orNull(store.deadLetters.stats(now).then((s) => s.count)),
     ]);
     // Without the store this instance still shows itself.
     const fleet = live === null ? [report] : live.map((text) => JSON.parse(text) as InstanceReport);

@@ -7,7 +7,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import { extname } from 'node:path';
 import { HttpError } from '../../../contract/index.js';
-import type { DeadLetter } from '../../store/types.js';
+import type { DeadLetter, DeadLetterPage } from '../../store/types.js';
+import { pageQuery } from '../admin-v1.js';
 import type { Dashboard, DashboardEvent } from './dashboard.js';
 import type { AccessView, DeadLetterView, DeviceView, UsageView } from './model.js';
 
@@ -16,7 +17,9 @@ export interface DashboardApi {
   access: AccessView;
   usage(): Promise<UsageView>;
   devices(query: string): Promise<DeviceView[]>;
-  deadLetters(): Promise<DeadLetter[]>;
+  /** A page of dead letters after the cursor, and how many are kept in all. */
+  deadLetters(limit: number, after: string | undefined): Promise<DeadLetterPage & { count: number }>;
+  deadLetter(key: string): Promise<DeadLetter | undefined>;
 }
 
 const SECURITY_HEADERS = {
@@ -33,6 +36,14 @@ const TYPES: Record<string, string> = {
   '.svg': 'image/svg+xml',
 };
 const MAX_QUERY_CHARS = 128;
+/** Dead letters per page the dashboard reads: by default, and at most. */
+const DLQ_PAGE = { default: 50, max: 200 };
+/** Event streams open at once, every page and script together: each holds a socket and a listener. */
+export const MAX_EVENT_STREAMS = 32;
+/** What a stream whose reader stopped reading may have waiting in its socket before it is closed. */
+const MAX_STREAM_BACKLOG_BYTES = 1_048_576;
+/** When a refused stream may try again (Retry-After, seconds). */
+const STREAM_RETRY_AFTER_S = 10;
 
 /** The page's files, read once: the static folder beside this module and uPlot's build. */
 function loadFiles(): Map<string, { type: string; body: Buffer }> {
@@ -71,8 +82,9 @@ export async function serveApi(api: DashboardApi, path: string, query: URLSearch
   if (name === 'usage' && rest.length === 0) return sendJson(res, await api.usage());
   if (name === 'devices' && rest.length === 0) return sendJson(res, { devices: await api.devices(searchText(query)) });
   if (name === 'dlq' && rest.length === 0) {
-    const entries = (await api.deadLetters()).map(deadLetterView);
-    return sendJson(res, { count: entries.length, entries });
+    const { limit, after } = pageQuery(query, DLQ_PAGE);
+    const page = await api.deadLetters(limit, after);
+    return sendJson(res, { count: page.count, entries: page.entries.map(deadLetterView), next: page.next ?? null });
   }
   if (name === 'dlq' && rest.length === 2) return sendJson(res, { entry: await deadLetter(api, rest.map(decode).join('/')) });
   throw new HttpError(404, 'not found');
@@ -115,15 +127,23 @@ function deadLetterView({ job, reply, atMs }: DeadLetter): DeadLetterView {
 
 /** One dead letter with its request: asked for explicitly, so prompt text shows only then. */
 async function deadLetter(api: DashboardApi, key: string): Promise<DeadLetterView & { request: unknown }> {
-  const found = (await api.deadLetters()).find((d) => d.job.key === key);
+  const found = await api.deadLetter(key);
   if (!found) throw new HttpError(404, `no dead letter ${key}`);
   return { ...deadLetterView(found), request: found.job.request };
 }
 
-/** Server-sent events: the history, the latest tick, then every tick until the page goes. */
+/**
+ * Server-sent events: the history, the latest tick, then every tick until the page goes. At most
+ * MAX_EVENT_STREAMS at once (503 with Retry-After beyond), and a stream whose reader does not
+ * keep up is closed rather than buffered without end.
+ */
 function openEvents(dashboard: Dashboard, req: IncomingMessage, res: ServerResponse): void {
+  if (dashboard.streams >= MAX_EVENT_STREAMS) {
+    throw new HttpError(503, `too many dashboard event streams open (at most ${MAX_EVENT_STREAMS})`, { 'retry-after': String(STREAM_RETRY_AFTER_S) });
+  }
   res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
   const send = ({ name, data }: { name: string; data: unknown }): void => {
+    if (res.writableLength > MAX_STREAM_BACKLOG_BYTES) return void res.destroy();
     res.write(`event: ${name}\ndata: ${JSON.stringify(data)}\n\n`);
   };
   send({ name: 'history', data: dashboard.history() });
@@ -131,4 +151,5 @@ function openEvents(dashboard: Dashboard, req: IncomingMessage, res: ServerRespo
   if (latest) send({ name: 'tick', data: latest });
   const unsubscribe = dashboard.subscribe((event: DashboardEvent) => send(event));
   req.on('close', unsubscribe);
+  res.on('close', unsubscribe);
 }

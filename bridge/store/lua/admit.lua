@@ -4,6 +4,8 @@ coalescing step, so a request that finds the instance idle costs one round trip,
 When nothing else waits, the admitted job is claimed without passing through the queue.
 KEYS[1] the job's record  KEYS[2] its device's quota
 With ARGV[12] = '1' (the job has a cache key): KEYS[3] cache:{cacheKey}, which also holds its flight
+With ARGV[22] ~= '' (a raw image): next, img:{sha256}, the image's base64
+Then one spend key per budget charge (includes/spend.lua), closing KEYS
 ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] job key  ARGV[3] job JSON  ARGV[4] score
 ARGV[5] deadline ms or ''  ARGV[6] priority  ARGV[7] lockId or '-'  ARGV[8] token estimate
 ARGV[9] device requests per minute  ARGV[10] QUEUE_MAX  ARGV[11] now ms  ARGV[12] '1' when a cache key follows
@@ -11,10 +13,16 @@ ARGV[13] cutoff: Redis time (ms) after which the admission is refused unseen, or
 ARGV[14] the job's fair-share cost (includes/fair.lua)
 ARGV[15] claim owner, or '' for no claim; then ARGV[16] max jobs  ARGV[17] lease ms
 ARGV[18] rpm  ARGV[19] tpm or ''
+ARGV[20] QUEUE_MAX_BYTES or ''  ARGV[21] the job's stored size (its record and its image)
+ARGV[22] the image's base64 or ''  ARGV[23] how long the image is kept (ms)
+ARGV[24] how many budget charges; ARGV[25..] 5 per charge (includes/spend.lua)
+The device's quota counts the publish first, whatever follows; a duplicate is answered from
+its record; budgets are reserved last, only for a job that goes into the queue.
 Returns {'queued'} | {'queued', claimed, expired, retryAt, lead kind, lead value} (with a
 claim; claimed/expired/retryAt as claim.lua's; the lead is '', '' unless the admitted job was
 claimed and has a cache key: 'leader', the leader's job key) | {'duplicate_pending'} |
 {'duplicate_done', reply} | {'rate_limited', retryAfterMs} | {'cached', answer JSON} | {'queue_full'} | {'late'}
+| {'budget_exceeded', position of the refusing charge, '1' when only reservations refused it}
 A cached answer is checked here rather than before, so a miss (the common case) costs one
 round trip; nothing is recorded for it (admit-answered does that).
 ]]
@@ -28,14 +36,17 @@ round trip; nothing is recorded for it (admit-answered does that).
 --- @include "cache"
 --- @include "flight"
 --- @include "claiming"
+--- @include "spend"
 
 local key, data, score, deadline = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local now, kRecord, kCache = tonumber(ARGV[11]), KEYS[1], ARGV[12] == '1' and KEYS[3]
 if tooLate(ARGV[13]) then return {'late'} end
 local owner, leaseMs = ARGV[15], tonumber(ARGV[17])
 local rpm, tpm = tonumber(ARGV[18]), tonumber(ARGV[19])
-local refused, quota = screen(kRecord, KEYS[2], tonumber(ARGV[9]), now)
+local refused = screen(kRecord, KEYS[2], tonumber(ARGV[9]), now)
 if refused then return refused end
+local charges = tonumber(ARGV[24])
+local firstCharge = #KEYS - charges + 1
 local waiting = 0
 for _, n in ipairs(rcall('HVALS', K.depth)) do waiting = waiting + tonumber(n) end
 
@@ -55,10 +66,19 @@ if kCache then
     cacheValue = rcall('GET', kCache)
   end
   local answer = answerIn(cacheValue, now)
-  if answer then return {'cached', answer} end -- nothing counted, nothing written
+  if answer then return {'cached', answer} end -- counted against the quota, nothing written
 end
-if waiting >= tonumber(ARGV[10]) then return {'queue_full'} end
-closeWindow(quota)
+local full = waiting >= tonumber(ARGV[10]) or queueBytesFull(ARGV[20], ARGV[21])
+local refusing, inFlight = 0, false
+if not full then refusing, inFlight = spendRefusal(KEYS, ARGV, firstCharge, 25, charges) end
+if full or refusing > 0 then
+  if flying then endFlight(kCache, key) end
+  if full then return {'queue_full'} end
+  return {'budget_exceeded', refusing, inFlight and '1' or '0'}
+end
+reserveSpend(KEYS, ARGV, firstCharge, 25, charges)
+rcall('INCRBY', K.qbytes, ARGV[21])
+if ARGV[22] ~= '' then keepImage(KEYS[kCache and 4 or 3], kRecord, ARGV[22], ARGV[23]) end
 
 -- seq orders jobs of equal score by admission. A job claimed at once never waits in the
 -- queue by its member (a reaped one goes back ahead of its equals), so it needs none.
@@ -67,11 +87,11 @@ local function member(seq)
 end
 local claimed, expired, retryAt, keys
 if budget then
-  writeJob(kRecord, 'j', data, 't', deadline, 'o', packOwner(owner, '', score, deadline, member(0)))
+  writeJob(kRecord, 'j', data, 't', deadline, 'b', ARGV[21], 'o', packOwner(owner, '', score, deadline, member(0)))
   rcall('ZADD', K.leases, now + leaseMs, key)
   claimed, expired, retryAt, keys = {data, '0', '', closeWindow(budget)[1], ''}, {}, '', {key}
 else
-  writeJob(kRecord, 'j', data, 't', deadline, 'c', ARGV[14])
+  writeJob(kRecord, 'j', data, 't', deadline, 'b', ARGV[21], 'c', ARGV[14])
   enqueue(score, deadline, member(rcall('INCR', K.seq)))
   if owner == '' then return {'queued'} end
   claimed, expired, retryAt, keys = claimJobs(owner, tonumber(ARGV[16]), leaseMs, rpm, tpm, now)

@@ -16,6 +16,7 @@ local function take(member)
   local v = rcall('HMGET', rec(key), 'j', 'a')
   out[#out + 1] = v[1]
   out[#out + 1] = v[2] or '0'
+  forgetBytes(rec(key))
   rcall('DEL', rec(key))
   rcall('ZREM', K.deadlines, key)
 end

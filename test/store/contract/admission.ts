@@ -133,7 +133,21 @@ export function deviceQuotaContract({ open }: ContractContext): void {
       expect(await store.admit(next('r-5', both + 1), quota, both + 1)).toEqual({ kind: 'queued' });
     });
 
-    it('creates no idempotency record and uses no quota for a rate_limited or queue_full admission', async () => {
+    it('counts every publish: duplicates, cache hits and refusals counted on their own, nothing once over', async () => {
+      const store = await open();
+      const t = baseTime();
+      const job = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'normal', arrivalMs: t });
+      expect(await store.admit(job, quota, t)).toEqual({ kind: 'queued' });
+      expect(await store.admit(job, quota, t + 1)).toEqual({ kind: 'duplicate_pending' });
+      expect(await store.chargeQuota('cam-1', 3, t + 2)).toEqual({ ok: true }); // an invalid publish
+      expect(await store.chargeQuota('cam-1', 3, t + 3)).toEqual({ ok: false, retryAfterMs: leaves(t) - t - 3 });
+      expect(await store.admit(job, quota, t + 4)).toEqual({ kind: 'rate_limited', retryAfterMs: leaves(t) - t - 4 });
+      expect(await store.chargeQuota('cam-2', 3, t + 5)).toEqual({ ok: true });
+      // Refused publishes were not counted: the three counted leave together.
+      expect(await store.admit(job, quota, leaves(t))).toEqual({ kind: 'duplicate_pending' });
+    });
+
+    it('creates no idempotency record for a rate_limited or queue_full admission; the quota counts the queue_full one only', async () => {
       const store = await open();
       const t = baseTime();
       const limits: AdmitLimits = { deviceRpm: 1, queueMax: 1 };
@@ -146,10 +160,11 @@ export function deviceQuotaContract({ open }: ContractContext): void {
       expect(await store.storedReply(a2.key, t + 3)).toBeUndefined();
       expect(await store.storedReply(b1.key, t + 3)).toBeUndefined();
 
-      // Room in the queue again: cam-2's quota was not used by its queue_full attempt.
+      // Room in the queue again, but cam-2's queue_full attempt used its quota.
       expect(ids((await store.claim(claimOpts(), t + 3)).jobs)).toEqual(['a-1']);
-      expect(await store.admit(b1, limits, t + 4)).toEqual({ kind: 'queued' });
-      expect(ids((await store.claim(claimOpts(), t + 5)).jobs)).toEqual(['b-1']);
+      expect((await store.admit(b1, limits, t + 4)).kind).toBe('rate_limited');
+      expect(await store.admit(b1, limits, leaves(t + 2))).toEqual({ kind: 'queued' });
+      expect(ids((await store.claim(claimOpts(), leaves(t + 2))).jobs)).toEqual(['b-1']);
       // cam-1's quota frees a minute after its bucket: the rate-limited key is new, not a duplicate.
       expect(await store.admit(a2, limits, leaves(t))).toEqual({ kind: 'queued' });
     });

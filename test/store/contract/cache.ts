@@ -9,20 +9,23 @@ export function cacheContract({ open }: ContractContext): void {
   describe('cache, coalescing and usage', () => {
     const answer = { model: 'gpt-4o-mini', content: 'No scratch found.', finish_reason: 'stop', usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } };
 
-    it('admit answers `cached` for a fresh cached answer, after the idempotency and quota checks, recording nothing', async () => {
+    it('admit answers `cached` for a fresh cached answer, after the quota and idempotency checks, recording nothing', async () => {
       const store = await open();
       const t = baseTime();
-      const limits = { deviceRpm: 2, queueMax: 0 }; // a full queue does not stop a cache hit
+      const limits = { deviceRpm: 4, queueMax: 0 }; // a full queue does not stop a cache hit
       await store.cacheSet('hc', answer, 1000, t);
       const job = { ...makeJob({ deviceId: 'd1', id: 'c1', priority: 'normal', arrivalMs: t }), cacheKey: 'hc' };
       expect(await store.admit(job, limits, t + 1)).toEqual({ kind: 'cached', answer });
-      expect(await store.admit(job, limits, t + 2)).toEqual({ kind: 'cached', answer }); // nothing was recorded or counted
-      expect(await store.admitAnswered(job, makeReply(job), limits, 3600, t + 3)).toEqual({ kind: 'answered' });
+      expect(await store.admit(job, limits, t + 2)).toEqual({ kind: 'cached', answer }); // nothing was recorded
+      // admitAnswered records the answer; the quota counted the publish in admit.
+      expect(await store.admitAnswered(job, makeReply(job), 3600, t + 3)).toEqual({ kind: 'answered' });
       expect(await store.admit(job, limits, t + 4)).toEqual({ kind: 'duplicate_done', reply: makeReply(job) });
       const second = { ...makeJob({ deviceId: 'd1', id: 'c2', priority: 'normal', arrivalMs: t }), cacheKey: 'hc' };
-      expect(await store.admitAnswered(second, makeReply(second), limits, 3600, t + 5)).toEqual({ kind: 'answered' });
+      expect(await store.admitAnswered(second, makeReply(second), 3600, t + 5)).toEqual({ kind: 'answered' });
       const third = { ...makeJob({ deviceId: 'd1', id: 'c3', priority: 'normal', arrivalMs: t }), cacheKey: 'hc' };
-      expect(await store.admit(third, limits, t + 6)).toMatchObject({ kind: 'rate_limited' });
+      expect(await store.admit(third, limits, t + 6)).toEqual({ kind: 'cached', answer });
+      // Four publishes counted (two hits, a duplicate, a hit): the fifth is over the quota.
+      expect(await store.admit(third, limits, t + 7)).toMatchObject({ kind: 'rate_limited' });
       // A stale entry, or none, is a miss: the job is queued as usual.
       const other = { ...makeJob({ deviceId: 'd2', id: 'c4', priority: 'normal', arrivalMs: t }), cacheKey: 'hc' };
       expect(await store.admit(other, { deviceRpm: 2, queueMax: 10 }, t + 1000)).toEqual({ kind: 'queued' });
@@ -59,22 +62,23 @@ export function cacheContract({ open }: ContractContext): void {
       expect(await store.cacheGet('h1', t + 1000)).toBeUndefined();
     });
 
-    it('records a cache-answered request for idempotency and quota, without queueing it', async () => {
+    it('records a cache-answered request for idempotency, without queueing it or counting it again', async () => {
       const store = await open();
       const t = baseTime();
       const job = makeJob({ deviceId: 'd1', id: 'c1', priority: 'high', arrivalMs: t });
       const reply = makeReply(job, 'from the cache');
       const limits = { deviceRpm: 2, queueMax: 10 };
-      expect(await store.admitAnswered(job, reply, limits, 3600, t)).toEqual({ kind: 'answered' });
+      expect(await store.admitAnswered(job, reply, 3600, t)).toEqual({ kind: 'answered' });
       expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
       expect(await store.admit(job, limits, t + 1)).toEqual({ kind: 'duplicate_done', reply });
-      expect(await store.admitAnswered(job, reply, limits, 3600, t + 2)).toEqual({ kind: 'duplicate_done', reply });
+      expect(await store.admitAnswered(job, reply, 3600, t + 2)).toEqual({ kind: 'duplicate_done', reply });
       const other = makeJob({ deviceId: 'd1', id: 'c2', priority: 'high', arrivalMs: t });
       expect(await store.admit(other, limits, t + 3)).toEqual({ kind: 'queued' });
       const third = makeJob({ deviceId: 'd1', id: 'c3', priority: 'high', arrivalMs: t });
-      expect(await store.admitAnswered(third, makeReply(third), limits, 3600, t + 4)).toMatchObject({ kind: 'rate_limited' });
+      expect(await store.admit(third, limits, t + 4)).toMatchObject({ kind: 'rate_limited' }); // a duplicate and a job counted
+      expect(await store.admitAnswered(third, makeReply(third), 3600, t + 4)).toEqual({ kind: 'answered' });
       const pending = makeJob({ deviceId: 'd1', id: 'c2', priority: 'high', arrivalMs: t });
-      expect(await store.admitAnswered(pending, makeReply(pending), limits, 3600, t + 5)).toEqual({ kind: 'duplicate_pending' });
+      expect(await store.admitAnswered(pending, makeReply(pending), 3600, t + 5)).toEqual({ kind: 'duplicate_pending' });
     });
 
     it('lets one job lead a cache key until it unleads or its lease runs out', async () => {

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../../bridge/config/config.js';
 import type { ClaimedJob, Job } from '../../../bridge/store/types.js';
-import { admitAll, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, LIMITS, makeJob, makeReply } from './fixtures.js';
+import { admitAll, allDeadLetters, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, LIMITS, makeJob, makeReply } from './fixtures.js';
 
 export function completionContract({ open }: ContractContext): void {
   describe('complete, dead letters and release', () => {
@@ -19,7 +19,7 @@ export function completionContract({ open }: ContractContext): void {
       await store.complete(jobs[0] as ClaimedJob, badReply, { ttlS: 3600, deadLetter: true }, t + 3);
       await store.complete(jobs[1] as ClaimedJob, makeReply(good), { ttlS: 3600, deadLetter: false }, t + 4);
 
-      const dlq = await store.deadLetters();
+      const dlq = await allDeadLetters(store);
       expect(dlq).toHaveLength(1);
       expect(dlq[0]?.job.key).toBe(bad.key);
       expect(dlq[0]?.job.id).toBe('bad');
@@ -37,7 +37,7 @@ export function completionContract({ open }: ContractContext): void {
       const { jobs } = await store.claim(claimOpts(), t + 1);
       expect(jobs[0]?.image).toEqual(image);
       await store.complete(jobs[0] as ClaimedJob, errorReply(job, 'upstream_error'), { ttlS: 3600, deadLetter: true }, t + 2);
-      const [letter] = await store.deadLetters();
+      const [letter] = await allDeadLetters(store);
       expect(letter?.job.image).toEqual({ mime: 'image/jpeg', sha256: 'ab'.repeat(32), bytes: 6 });
     });
 
@@ -51,13 +51,13 @@ export function completionContract({ open }: ContractContext): void {
       for (const job of (await store.claim(claimOpts(), t + 10)).jobs) {
         await store.complete(job, errorReply(job, 'upstream_error'), { ttlS: 3600, deadLetter: true }, t + 20);
       }
-      expect(ids((await store.deadLetters()).map((d) => d.job))).toEqual(['x', 'y', 'z']);
-      expect(await store.deadLetterCount()).toBe(3);
+      expect(ids((await allDeadLetters(store)).map((d) => d.job))).toEqual(['x', 'y', 'z']);
+      expect((await store.deadLetters.stats(Date.now())).count).toBe(3);
 
       const later = t + 10_000; // past the old ttl: a replay carries none
-      expect(await store.replayDeadLetters([jobs[0]?.key as string, 'd1/unknown'], DEFAULT_PRIORITY_OFFSETS_MS, later)).toBe(1);
-      expect(ids((await store.deadLetters()).map((d) => d.job))).toEqual(['y', 'z']);
-      expect(await store.deadLetterCount()).toBe(2);
+      expect(await store.deadLetters.replay([jobs[0]?.key as string, 'd1/unknown'], DEFAULT_PRIORITY_OFFSETS_MS, later)).toBe(1);
+      expect(ids((await allDeadLetters(store)).map((d) => d.job))).toEqual(['y', 'z']);
+      expect((await store.deadLetters.stats(Date.now())).count).toBe(2);
       expect(await store.admit(jobs[0] as Job, LIMITS, later)).toEqual({ kind: 'duplicate_pending' });
       const { jobs: again, expired } = await store.claim(claimOpts(), later);
       expect(expired).toEqual([]);
@@ -65,15 +65,15 @@ export function completionContract({ open }: ContractContext): void {
       expect(again[0]).toMatchObject({ attempts: 0, arrivalMs: later, score: later + 15_000, fence: 2 });
       expect(again[0]?.deadlineMs).toBeUndefined();
 
-      expect(await store.replayDeadLetters('all', DEFAULT_PRIORITY_OFFSETS_MS, later + 1)).toBe(2);
-      expect(await store.deadLetters()).toEqual([]);
+      expect(await store.deadLetters.replayAll(DEFAULT_PRIORITY_OFFSETS_MS, later + 1)).toBe(2);
+      expect(await allDeadLetters(store)).toEqual([]);
       expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 2 });
 
       const rest = (await store.claim(claimOpts(), later + 2)).jobs;
       for (const job of rest) await store.complete(job, errorReply(job, 'upstream_error'), { ttlS: 3600, deadLetter: true }, later + 3);
-      expect(await store.purgeDeadLetters()).toBe(2);
-      expect(await store.deadLetters()).toEqual([]);
-      expect(await store.purgeDeadLetters()).toBe(0);
+      expect(await store.deadLetters.purge()).toBe(2);
+      expect(await allDeadLetters(store)).toEqual([]);
+      expect(await store.deadLetters.purge()).toBe(0);
     });
 
     it('releases held jobs back to the queue with attempts unchanged and their locks freed', async () => {

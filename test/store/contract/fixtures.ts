@@ -3,7 +3,7 @@
 import { expect } from 'vitest';
 import type { Priority, Reply } from '../../../contract/index.js';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../../bridge/config/config.js';
-import type { AdmitLimits, ClaimedJob, ClaimOptions, Job, Lead, Store } from '../../../bridge/store/types.js';
+import type { AdmitLimits, ClaimedJob, ClaimOptions, DeadLetter, DeadLetterBounds, Job, Lead, Store } from '../../../bridge/store/types.js';
 import { jobKey } from '../../../bridge/store/types.js';
 import { BUCKET_MS } from '../../../bridge/store/sliding-window.js';
 
@@ -15,10 +15,15 @@ export const LIMITS: AdmitLimits = { deviceRpm: 1000, queueMax: 1000 };
 export const DONE = { ttlS: 3600, deadLetter: false };
 export const LEASE = 30_000;
 
+/** What a case may set on the store it opens (both stores take it). */
+export interface StoreOptions {
+  deadLetters?: DeadLetterBounds;
+}
+
 /** What a part of the contract gets from the suite. */
 export interface ContractContext {
   /** A fresh store, cleaned up after the case. */
-  open(): Promise<Store>;
+  open(options?: StoreOptions): Promise<Store>;
   /** What the implementation under test must report as `durable`. */
   durable: boolean;
 }
@@ -118,4 +123,16 @@ export async function admitAndClaim(store: Store, t: number, o: Partial<MakeJobO
   expect(ids(jobs)).toEqual([job.id]);
   expect(jobs[0]?.recordedReply).toBeUndefined();
   return { job, held: jobs[0] as ClaimedJob };
+}
+
+/** Every dead letter, oldest first, read a page at a time as an operator's tool reads them. */
+export async function allDeadLetters(store: Store, now = Date.now()): Promise<DeadLetter[]> {
+  const all: DeadLetter[] = [];
+  let after: string | undefined;
+  do {
+    const page = await store.deadLetters.page(3, after, now);
+    all.push(...page.entries);
+    after = page.next;
+  } while (after !== undefined);
+  return all;
 }

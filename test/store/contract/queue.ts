@@ -1,9 +1,13 @@
 // Store contract, the queue: claim order by score (aging), expiry of queued jobs, drain and
-// queue depth, and concurrent claimers each getting distinct jobs.
+// queue depth, concurrent claimers each getting distinct jobs, and the stored size
+// QUEUE_MAX_BYTES counts.
 import { describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
 import { PRIORITIES, type Priority } from '../../../contract/index.js';
+import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../../bridge/config/config.js';
+import { storedSize } from '../../../bridge/store/job-size.js';
 import type { ClaimedJob, Job } from '../../../bridge/store/types.js';
-import { admitAll, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, leaves, LIMITS, makeJob, sameJob } from './fixtures.js';
+import { admitAll, allDeadLetters, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, leaves, LIMITS, makeJob, type MakeJobOptions, sameJob } from './fixtures.js';
 
 export function claimOrderContract({ open }: ContractContext): void {
   describe('claim order', () => {
@@ -172,7 +176,7 @@ export function expiryContract({ open }: ContractContext): void {
       await store.complete(expired[0] as Job, reply, DONE, t + 601);
       expect(await store.admit(job, LIMITS, t + 700)).toEqual({ kind: 'duplicate_done', reply });
       expect(await store.storedReply(job.key, t + 700)).toEqual(reply);
-      expect(await store.deadLetters()).toEqual([]);
+      expect(await allDeadLetters(store)).toEqual([]);
     });
   });
 }
@@ -255,6 +259,79 @@ export function concurrencyContract({ open }: ContractContext): void {
       expect([...claimedBy.values()].filter((owners) => owners.length !== 1)).toEqual([]);
       expect(new Set([...claimedBy.values()].map((o) => o[0])).size).toBeGreaterThan(1);
       expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+    });
+  });
+}
+
+export function queueBytesContract({ open }: ContractContext): void {
+  describe('queueMaxBytes', () => {
+    const image = (seed: string): NonNullable<Job['image']> => {
+      const base64 = Buffer.alloc(3000, seed).toString('base64');
+      return { mime: 'image/jpeg', sha256: createHash('sha256').update(base64).digest('hex'), bytes: 3000, base64 };
+    };
+    const imaged = (id: string, t: number, seed = id, o: Partial<MakeJobOptions> = {}): Job => ({
+      ...makeJob({ deviceId: 'cam-1', id, priority: 'normal', arrivalMs: t, ...o }),
+      image: image(seed),
+    });
+
+    it('counts each job\'s stored size from admission to its answer, and answers queue_full over the limit', async () => {
+      const store = await open();
+      const t = baseTime();
+      const a = imaged('a', t);
+      const b = imaged('b', t + 1);
+      const limits = { ...LIMITS, queueMaxBytes: storedSize(a) + storedSize(b) - 1 };
+      expect(await store.admit(a, limits, t)).toEqual({ kind: 'queued' });
+      expect(await store.queueBytes()).toBe(storedSize(a));
+      expect(await store.admit(b, limits, t + 1)).toEqual({ kind: 'queue_full' });
+      const held = (await store.claim(claimOpts(), t + 2)).jobs[0] as ClaimedJob;
+      sameJob(held, a); // the image's bytes come back with the claim
+      expect(await store.queueBytes()).toBe(storedSize(a)); // held, not yet answered
+      expect(await store.admit(b, limits, t + 3)).toEqual({ kind: 'queue_full' });
+      await store.complete(held, errorReply(held, 'upstream_error'), DONE, t + 4);
+      expect(await store.queueBytes()).toBe(0);
+      expect(await store.admit(b, limits, t + 5)).toEqual({ kind: 'queued' });
+      // Claimed along an admission, the image's bytes come back too.
+      const c = imaged('c', t + 6, 'b');
+      const along = await store.admit(c, LIMITS, t + 6, claimOpts({ max: 2 }));
+      if (along.kind !== 'queued' || !along.along) throw new Error('expected queued with a claim');
+      expect(along.along.claim.jobs.map((j) => j.image?.base64)).toEqual([b.image?.base64, c.image?.base64]);
+    });
+
+    it('stays exact through claim, release, expiry, reap, complete, dead letters, replay and drain', async () => {
+      const store = await open();
+      const t = baseTime();
+      const [j1, j2, j3, j4] = [imaged('j1', t), imaged('j2', t + 1, 'j2', { deadlineMs: t + 50 }), imaged('j3', t + 2), imaged('j4', t + 3)] as [Job, Job, Job, Job];
+      await admitAll(store, [j1, j2, j3, j4]);
+      const all = storedSize(j1) + storedSize(j2) + storedSize(j3) + storedSize(j4);
+      expect(await store.queueBytes()).toBe(all);
+      const first = (await store.claim(claimOpts({ max: 1, leaseMs: 1000 }), t + 10)).jobs;
+      expect(ids(first)).toEqual(['j1']);
+      await store.release(first as ClaimedJob[], t + 11);
+      expect(await store.queueBytes()).toBe(all);
+      // j2's deadline passed: handed out for its last reply, it no longer counts.
+      const second = await store.claim(claimOpts({ max: 1, leaseMs: 1000 }), t + 100);
+      expect(ids(second.expired)).toEqual(['j2']);
+      expect(ids(second.jobs)).toEqual(['j1']);
+      expect(await store.queueBytes()).toBe(all - storedSize(j2));
+      await store.complete(second.expired[0] as Job, errorReply(j2, 'expired'), DONE, t + 101);
+      expect(await store.queueBytes()).toBe(all - storedSize(j2));
+      // j1's lease ran out on its last attempt: handed out too.
+      expect(ids(await store.reap(1, t + 2000))).toEqual(['j1']);
+      expect(await store.queueBytes()).toBe(storedSize(j3) + storedSize(j4));
+      await store.complete(second.jobs[0] as ClaimedJob, errorReply(j1, 'upstream_error'), DONE, t + 2001);
+      // j3 answered as a dead letter, then replayed: the operator's replay is not counted, before or after.
+      const third = (await store.claim(claimOpts({ max: 1 }), t + 2002)).jobs[0] as ClaimedJob;
+      await store.complete(third, errorReply(third, 'upstream_error'), { ...DONE, deadLetter: true }, t + 2003);
+      expect(await store.queueBytes()).toBe(storedSize(j4));
+      expect(await store.deadLetters.replayAll(DEFAULT_PRIORITY_OFFSETS_MS, t + 2004)).toBe(1);
+      expect(await store.queueBytes()).toBe(storedSize(j4));
+      const last = (await store.claim(claimOpts({ max: 2 }), t + 2005)).jobs;
+      expect(ids(last)).toEqual(['j4', 'j3']);
+      await store.complete(last[1] as ClaimedJob, errorReply(j3, 'upstream_error'), DONE, t + 2006);
+      await store.release([last[0] as ClaimedJob], t + 2007);
+      expect(await store.queueBytes()).toBe(storedSize(j4));
+      expect(ids(await store.drain())).toEqual(['j4']);
+      expect(await store.queueBytes()).toBe(0);
     });
   });
 }

@@ -2,7 +2,7 @@
 // and takeRate, and the upstream pause. A call counts until the end of its 2 s bucket plus a
 // minute (leaves()).
 import { describe, expect, it } from 'vitest';
-import type { Job, Store } from '../../../bridge/store/types.js';
+import type { ClaimedJob, Job, Store } from '../../../bridge/store/types.js';
 import { admitAll, baseTime, claimOpts, type ContractContext, ids, leaves, makeJob } from './fixtures.js';
 
 export function rateLimitsContract({ open }: ContractContext): void {
@@ -64,6 +64,36 @@ export function rateLimitsContract({ open }: ContractContext): void {
       expect(blocked.jobs).toEqual([]);
       expect(blocked.retryAtMs).toBe(leaves(t + 10));
       expect(ids((await store.claim(opts, leaves(t + 10))).jobs)).toEqual(['r1']);
+    });
+
+    it('settles a call to 0 (refused before it generated), freeing its tokens at once', async () => {
+      const store = await open();
+      const t = baseTime();
+      await queueN(store, 1, t, 800);
+      const claimed = (await store.claim(claimOpts({ tpm: 1000 }), t + 10)).jobs[0] as ClaimedJob;
+      expect(await store.takeRate(800, 100, 1000, t + 20)).toEqual({ ok: false, retryAtMs: leaves(t + 10) });
+      await store.settleTokens(claimed.callId, 0);
+      expect((await store.takeRate(800, 100, 1000, t + 30)).ok).toBe(true);
+      expect(await store.takeRate(201, 100, 1000, t + 40)).toEqual({ ok: false, retryAtMs: leaves(t + 30) });
+    });
+
+    it('gives call ids of digits that settle exactly, at 1e14 tokens and more', async () => {
+      const store = await open();
+      const t = baseTime();
+      const huge = 1e14 + 7;
+      await queueN(store, 1, t, huge);
+      const tpm = 3e14;
+      const claimed = (await store.claim(claimOpts({ tpm }), t + 10)).jobs[0] as ClaimedJob;
+      const taken = await store.takeRate(2e16 + 4, 100, 4e16, t + 20);
+      if (!taken.ok) throw new Error('expected the call to fit');
+      for (const id of [claimed.callId, taken.callId]) expect(id).toMatch(/^-?\d+(:\d+)?$/);
+      expect((await store.takeRate(2e14, 100, tpm, t + 30)).ok).toBe(false);
+      await store.settleTokens(claimed.callId, 0);
+      await store.settleTokens(taken.callId, 0);
+      expect((await store.takeRate(2e14, 100, tpm, t + 40)).ok).toBe(true);
+      // Settled exactly: 2e14 + 1e14 fills tpm to the token, one more does not fit.
+      expect((await store.takeRate(1e14, 100, tpm, t + 50)).ok).toBe(true);
+      expect((await store.takeRate(1, 100, tpm, t + 60)).ok).toBe(false);
     });
 
     it('takeRate spends and respects the same rpm budget as claim', async () => {

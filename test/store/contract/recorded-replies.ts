@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../../bridge/config/config.js';
 import type { ClaimedJob, Job } from '../../../bridge/store/types.js';
-import { admitAll, admitAndClaim, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, LIMITS, makeJob, makeReply } from './fixtures.js';
+import { admitAll, allDeadLetters, admitAndClaim, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, LIMITS, makeJob, makeReply } from './fixtures.js';
 
 export function recordedRepliesContract({ open }: ContractContext): void {
   describe('recorded replies (record before publishing)', () => {
@@ -82,14 +82,14 @@ export function recordedRepliesContract({ open }: ContractContext): void {
       const exhausted = await store.reap(1, t + 1003);
       expect(ids(exhausted)).toEqual(['b']); // b has no recorded reply: returned for a final one
       expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 1, low: 0 });
-      expect(await store.deadLetters()).toEqual([]);
+      expect(await allDeadLetters(store)).toEqual([]);
       const again = await store.claim(claimOpts({ owner: 'worker-2', leaseMs: 1000 }), t + 1004);
       expect(ids(again.jobs)).toEqual(['a']);
       expect(again.jobs[0]?.recordedReply).toEqual(reply);
       // Lost again: still requeued, never exhausted.
       expect(await store.reap(1, t + 2005)).toEqual([]);
       expect((await store.claim(claimOpts({ owner: 'worker-3' }), t + 2006)).jobs[0]?.recordedReply).toEqual(reply);
-      expect(await store.deadLetters()).toEqual([]);
+      expect(await allDeadLetters(store)).toEqual([]);
     });
 
     it('answers a duplicate admission with duplicate_pending while the reply is recorded, with or without a claim along', async () => {
@@ -151,10 +151,10 @@ export function recordedRepliesContract({ open }: ContractContext): void {
       const taken = (await store.claim(claimOpts({ owner: 'worker-2' }), t + 1002)).jobs[0] as ClaimedJob;
       expect(taken.recordedReply).toEqual(reply);
       await store.complete(taken, reply, { ttlS: 3600, deadLetter: true }, t + 1003);
-      const [letter] = await store.deadLetters();
+      const [letter] = await allDeadLetters(store);
       expect(letter?.reply).toEqual(reply);
       expect(letter?.job).not.toHaveProperty('recordedReply');
-      expect(await store.replayDeadLetters('all', DEFAULT_PRIORITY_OFFSETS_MS, t + 2000)).toBe(1);
+      expect(await store.deadLetters.replayAll(DEFAULT_PRIORITY_OFFSETS_MS, t + 2000)).toBe(1);
       const replayed = (await store.claim(claimOpts({ owner: 'worker-3' }), t + 2000)).jobs;
       expect(ids(replayed)).toEqual(['r-1']);
       expect(replayed[0]?.recordedReply).toBeUndefined();

@@ -1,5 +1,6 @@
-// Dead letters: the list, a request shown on demand, and the operator actions (replay one,
-// replay all, purge), each confirmed first and sent with the admin token.
+// Dead letters: the list a page at a time (oldest first; "Show older…" reads the next page), a
+// request shown on demand, and the operator actions (replay one, replay all, purge), each
+// confirmed first and sent with the admin token.
 import { getToken, requestJson, seg } from './api.js';
 import { confirmAction } from './confirm.js';
 import { byId, el, nodeTd, numTd, setText, show, td } from './dom.js';
@@ -10,18 +11,22 @@ const COLUMNS = 7;
 
 /** Wires the section; returns {refresh(), setAccess(access), noteCount(n)}. */
 export function createDeadLetters() {
-  const state = { count: null, actions: false, busy: false, requests: new Map(), open: new Set(), loading: false, again: false };
+  const state = { count: null, entries: [], next: null, actions: false, busy: false, requests: new Map(), open: new Set(), loading: false, again: false };
   const rows = byId('dlq-rows');
 
-  // One load at a time; a refresh asked for meanwhile runs once the current one is done.
-  const refresh = async () => {
+  // One load at a time; a refresh asked for meanwhile runs once the current one is done. A
+  // refresh reads the first page again; `more` appends the next one.
+  const load = async (more) => {
     if (state.loading) {
-      state.again = true;
+      if (!more) state.again = true;
       return;
     }
     state.loading = true;
     try {
-      render(state, await requestJson('/dashboard/api/dlq'));
+      const after = more && state.next ? `?after=${encodeURIComponent(state.next)}` : '';
+      const body = await requestJson(`/dashboard/api/dlq${after}`);
+      const entries = Array.isArray(body?.entries) ? body.entries : [];
+      render(state, { ...body, entries: more ? [...state.entries, ...entries] : entries });
       setText('dlq-error', '');
     } catch (err) {
       setText('dlq-error', `dead letters unavailable: ${err.message}`);
@@ -33,11 +38,13 @@ export function createDeadLetters() {
       await refresh();
     }
   };
+  const refresh = () => load(false);
 
   rows.addEventListener('click', (event) => onRowClick(state, event, refresh));
   byId('dlq-replay-all').addEventListener('click', () => bulk(state, 'replay', refresh));
   byId('dlq-purge').addEventListener('click', () => bulk(state, 'purge', refresh));
   byId('dlq-refresh').addEventListener('click', refresh);
+  byId('dlq-more').addEventListener('click', () => load(true));
 
   return {
     refresh,
@@ -55,7 +62,10 @@ export function createDeadLetters() {
 
 function render(state, body) {
   const entries = Array.isArray(body?.entries) ? body.entries : [];
+  state.entries = entries;
+  state.next = typeof body?.next === 'string' ? body.next : null;
   state.count = Number.isFinite(body?.count) ? body.count : entries.length;
+  show('dlq-more', state.next !== null);
   setText('dlq-count', fmtInt(state.count));
   setText('dlq-shown', entries.length < state.count ? `showing ${entries.length} of ${fmtInt(state.count)}` : '');
   const keys = new Set(entries.map(keyOf));

@@ -9,21 +9,37 @@ local function tooLate(cutoff)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(cutoff)
 end
 
--- The device's admissions: a rolling window counted per bucket (window.lua).
+-- The device's publishes: a rolling window counted per bucket (window.lua).
 local QUOTA_WINDOW_MS = 60000
 
--- Returns the script's answer when the request must not be admitted, else nil and the
--- device's open window (closed by closeWindow once the request is in).
-local function screen(kRecord, kQuota, rpm, now)
+-- The idempotency record's answer to a repeat: {'duplicate_pending'}, {'duplicate_done', reply},
+-- or nil when the key is free (an answer whose expiry passed is deleted).
+local function seen(kRecord, now)
   local state, exp, reply = readRecord(kRecord)
   if state == 'pending' then return {'duplicate_pending'} end
   if state == 'done' then
     if exp > now then return {'duplicate_done', reply} end
     rcall('DEL', kRecord) -- its expiry passed: the key is free for a new job record
   end
+  return nil
+end
+
+-- Counts one publish of the device, whatever becomes of it (a duplicate, a refusal, a cache
+-- hit): nil, or the script's answer when the device is over its quota (that publish is not
+-- counted, so a device that keeps sending is served again as its oldest publishes leave).
+local function chargeQuota(kQuota, rpm, now)
   local quota = openWindow(kQuota, now, QUOTA_WINDOW_MS, false)
   if not tryWindow(quota, 0, rpm) then
     return {'rate_limited', tostring(windowFreeAt(quota, 0, rpm, nil, now) - now)}
   end
-  return nil, quota
+  closeWindow(quota)
+  return nil
+end
+
+-- The device's quota first, then the idempotency record: returns the script's answer when
+-- the request must not be admitted (a duplicate is answered from its record), else nil.
+local function screen(kRecord, kQuota, rpm, now)
+  local refused = chargeQuota(kQuota, rpm, now)
+  if refused then return refused end
+  return seen(kRecord, now)
 end

@@ -70,7 +70,8 @@ local function claimJobs(owner, max, leaseMs, rpm, tpm, now)
       rcall('ZREM', K.queue, member)
       local fence = ''
       if lockId ~= '-' then
-        fence = tostring(rcall('HINCRBY', K.fences, lockId, 1))
+        -- One counter for every lock: a key's fences rise, and no lock name is remembered.
+        fence = tostring(rcall('INCR', K.fence))
         rcall('HSET', K.locks, lockId, key)
         grantedHere[lockId] = true
       end

@@ -1,5 +1,23 @@
 -- Needs keys, members, fair and records.
 
+-- QUEUE_MAX_BYTES ('' none): whether a job of `size` would take the stored size of every job
+-- admitted and not yet answered (K.qbytes) over it.
+local function queueBytesFull(limit, size)
+  if limit == '' then return false end
+  return tonumber(rcall('GET', K.qbytes) or '0') + tonumber(size) > tonumber(limit)
+end
+
+-- A raw image, kept once by its hash (d: its base64, n: the job records naming it in their
+-- field i) until the last of them stops counting (forgetBytes), or `ttlMs` after the latest
+-- admission that named it, whichever comes first.
+local function keepImage(kImage, kRecord, base64, ttlMs)
+  rcall('HSETNX', kImage, 'd', base64)
+  rcall('HINCRBY', kImage, 'n', 1)
+  rcall('PEXPIRE', kImage, ttlMs, 'GT')
+  if rcall('PTTL', kImage) < 0 then rcall('PEXPIRE', kImage, ttlMs) end
+  rcall('HSET', kRecord, 'i', kImage)
+end
+
 -- Puts a job (back) in the ready queue at its score.
 local function enqueue(score, deadline, member)
   local _, prio, _, _, key = parseMember(member)

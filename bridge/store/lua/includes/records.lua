@@ -6,6 +6,8 @@
 --   w  'q' queue member | 'p' parked member while it waits, else ''
 --   c  its fair-share cost, charged to its device when it is claimed (fair.lua)
 --   r  the reply its holder recorded before publishing (record.lua)
+--   b  its stored size, counted in K.qbytes (QUEUE_MAX_BYTES) until the record stops counting
+--   i  the key of the raw image it holds (img:{sha256}, queue.lua) until then
 --   x, y  the expiry and reply of an answer given while another holder had it (complete.lua)
 -- The answer replaces the hash with one string, 'd<expiry ms>|<reply JSON>', so forgetting
 -- the job costs nothing more. A record written by 0.6.1 may be the string 'p' (pending);
@@ -43,8 +45,19 @@ end
 -- before completing it: long past any retry, so a repeat is still recognised meanwhile.
 local UNHELD_TTL_MS = 7 * 24 * 3600 * 1000
 
+-- The record stops counting toward QUEUE_MAX_BYTES (answered, drained, or handed out for its
+-- last reply, which may never come), and stops holding its image (queue.lua keepImage): once,
+-- since its fields go with it.
+local function forgetBytes(kRecord)
+  local v = readJob(kRecord, 'b', 'i')
+  if v[1] then rcall('DECRBY', K.qbytes, v[1]) end
+  if v[2] and rcall('HINCRBY', v[2], 'n', -1) <= 0 then rcall('DEL', v[2]) end
+  if v[1] or v[2] then rcall('HDEL', kRecord, 'b', 'i') end
+end
+
 local function letGo(kRecord)
   rcall('PEXPIRE', kRecord, UNHELD_TTL_MS)
+  forgetBytes(kRecord)
 end
 
 -- Remembers the request's answer for the idempotency window (replacing the record).

@@ -7,6 +7,13 @@
 -- newest bucket.
 local BUCKET_MS = 2000
 
+-- An integer as all its digits: Lua joins a number of 1e14 or more to a string as '1e+14',
+-- and Redis reads one passed as an argument from 1e17 so, while call ids (settle.lua) and
+-- HINCRBY need digits.
+local function digits(n)
+  return string.format('%.0f', n)
+end
+
 -- Drops the buckets that left the window, and recounts the totals from those left.
 local function resyncWindow(w)
   local all = rcall('HGETALL', w.key)
@@ -42,7 +49,8 @@ end
 -- counted, and written by closeWindow.
 local function tryWindow(w, tokens, limit, tokenLimit)
   local count, weight = w.count + #w.taken, w.weight + w.sum
-  -- A single call larger than the whole budget may still run alone, or it never would.
+  -- A single call larger than the whole budget may still run alone, or it never would:
+  -- admission refuses such estimates, but one queued before RATE_LIMIT_TPM was lowered may be.
   if count < limit and (tokenLimit == nil or weight + tokens <= tokenLimit or count == 0) then
     w.taken[#w.taken + 1] = tokens
     w.sum = w.sum + tokens
@@ -55,15 +63,15 @@ end
 local function closeWindow(w)
   local n = #w.taken
   local ids = {}
-  for i, tokens in ipairs(w.taken) do ids[i] = w.last .. ':' .. tokens end
+  for i, tokens in ipairs(w.taken) do ids[i] = digits(w.last) .. ':' .. digits(tokens) end
   local fresh = false
   if n > 0 then
     fresh = rcall('HINCRBY', w.key, 'c' .. w.last, n) == n
-    if w.withTokens then rcall('HINCRBY', w.key, 't' .. w.last, w.sum) end
+    if w.withTokens then rcall('HINCRBY', w.key, 't' .. w.last, digits(w.sum)) end
   end
   w.count, w.weight = w.count + n, w.weight + w.sum
   if w.moved or fresh then
-    rcall('HSET', w.key, 'n', w.count, 'w', w.weight, 'o', math.min(w.oldest, w.last))
+    rcall('HSET', w.key, 'n', w.count, 'w', digits(w.weight), 'o', math.min(w.oldest, w.last))
     if fresh then rcall('PEXPIRE', w.key, w.windowMs * 2) end
   elseif n > 0 then
     rcall('HINCRBY', w.key, 'n', n)

@@ -36,6 +36,7 @@ import type { Store } from './store/types.js';
 import { buildProviderChain } from './upstream/from-config.js';
 import type { ScadaState } from './store/scada-state.js';
 import { startSparkplug } from './wire-sparkplug.js';
+import { joinLiveness, startAdoption } from './wire-adoption.js';
 
 export interface RunningBridge {
   readonly instanceId: string;
@@ -85,6 +86,7 @@ export async function startBridge(
     const upstream = buildProviderChain(config, upstreamSettings(config, config.file), coordination.redis, log.child({ module: 'upstream' }));
     closers.push('upstream', () => upstream.close());
     const gate = new IntakeGate();
+    await joinLiveness(config, coordination, instanceId, log, closers);
     const mqtt = await openMqtt(config, identity, gate.handler, log, coordination);
     closers.push('mqtt', () => mqtt.close());
     const sparkplug = await startSparkplug({ config, instanceId, owner: identity.owner, mqtt, state: coordination.scada, log, leaseTtlMs: options.sparkplugLeaseTtlMs });
@@ -176,6 +178,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     await mqtt.quiesce();
     intake.stop();
   });
+  startAdoption(core, gate.handler);
   // Intake opens first: with the plant's broker, requests waiting in the session arrive on the
   // same connection ahead of the status message's PUBACK, which waits behind their admission.
   await status.online();

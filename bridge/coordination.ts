@@ -16,6 +16,8 @@ import { redisKeys } from './store/redis-keys.js';
 import { MemoryScadaState } from './store/memory-scada-state.js';
 import { RedisScadaState } from './store/redis-scada-state.js';
 import { SCADA_RECORD_MAX_BYTES, type ScadaState, type ScadaStateBounds } from './store/scada-state.js';
+import { RedisSessionRegistry } from './store/redis-session-registry.js';
+import type { SessionRegistry } from './store/session-registry.js';
 import type { DeadLetterBounds, Store } from './store/types.js';
 
 export interface Coordination {
@@ -31,6 +33,8 @@ export interface Coordination {
   reports: InstanceReports;
   /** The SCADA outputs' last good answers, Sparkplug bdSeq and lease, and events across instances. */
   scada: ScadaState;
+  /** Each instance's sessions on the plant's broker and their liveness (redis mode only: one process has no one to adopt). */
+  sessions?: SessionRegistry | undefined;
   /** Bridge instances sharing this queue, this one included; undefined when unknown. */
   instances(): number | undefined;
   /** Closes what the broker does not (the broker closes the plugins). */
@@ -115,6 +119,7 @@ export async function openCoordination(
     redis,
     reports: new RedisReports(redis, redisKeys(config.redisPrefix).reports),
     scada,
+    sessions: new RedisSessionRegistry(redis, config.redisPrefix),
     healthy: () => health.healthy(),
     instances: () => presence.instances,
     async close() {

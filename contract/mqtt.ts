@@ -67,6 +67,11 @@ export interface InboundRequest {
   topic: InferTopic;
   payload: Buffer;
   properties: RequestProperties;
+  /**
+   * The plant's broker sent it to the bridge's session before (MQTT DUP): a bridge that held
+   * the session then may have admitted and answered it.
+   */
+  redelivered?: boolean;
 }
 
 /** Why a request was refused at admission: sent in an MQTT 5 PUBACK (v3.1.1 has no reason). */

@@ -93,6 +93,8 @@ export const EnvSchema = z.object({
   BROKER_SESSION_EXPIRY_S: int(0).default(300),
   /** Connections to the plant's broker per instance, each a member of the share group. */
   BROKER_CONNECTIONS: int(1).max(64, 'must be at most 64').default(4),
+  /** With REDIS_URL: an instance whose liveness lease went unrenewed this long is taken for dead and its broker sessions adopted; 0 = off. */
+  BROKER_ADOPT_AFTER_MS: int(0).refine((ms) => ms === 0 || ms >= 1000, 'must be 0 (off) or at least 1000').default(5000),
   /** Names the status topics and, with BROKER_URL, the client id; generated when unset. */
   INSTANCE_ID: name64.optional(),
   /** The longest MQTT 5 session expiry the embedded broker grants. */

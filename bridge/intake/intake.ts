@@ -114,7 +114,7 @@ export class Intake {
     this.accepting = false;
   }
 
-  async handle({ topic, payload, properties }: InboundRequest): Promise<IntakeOutcome> {
+  async handle({ topic, payload, properties, redelivered }: InboundRequest): Promise<IntakeOutcome> {
     const arrivalMs = this.clock();
     const { deviceId } = topic;
     const priority = 'priority' in topic ? topic.priority : undefined;
@@ -153,7 +153,7 @@ export class Intake {
       shedder.admissionStarted();
       counted = true;
       try {
-        return { outcome: await this.admit(target, at, { request, template, image }, arrivalMs, bytes) };
+        return { outcome: await this.admit(target, at, { request, template, image }, arrivalMs, bytes, redelivered === true) };
       } finally {
         shedder.admissionEnded();
       }
@@ -271,6 +271,7 @@ export class Intake {
     { request, template, image }: Pick<Job, 'request' | 'template' | 'image'>,
     arrivalMs: number,
     payloadBytes: number,
+    redelivered: boolean,
   ): Promise<'queued' | 'cached' | 'duplicate'> {
     const job = this.jobOf(target, priority, request, arrivalMs, payloadBytes);
     const { deviceId } = target;
@@ -313,6 +314,12 @@ export class Intake {
         log.info(fields, 'duplicate of a request still queued or in flight: its one reply answers both');
         return 'duplicate';
       case 'duplicate_done':
+        if (redelivered) {
+          // The broker's second delivery of one publish whose first was answered (a bridge
+          // died, or its session was adopted, before the PUBACK): that answer already went out.
+          log.info(fields, 'redelivery of an answered request: not answered again');
+          return 'duplicate';
+        }
         log.info(fields, 'duplicate of an answered request: stored reply published again');
         this.reply(job, result.reply);
         return 'duplicate';

@@ -4,7 +4,7 @@
 // at a time, so the admissions of one connection run one after another.
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import mqtt, { type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
+import mqtt, { type IClientOptions, type IPublishPacket, type MqttClient, type OnMessageCallback } from 'mqtt';
 import type { Logger } from 'pino';
 import { ConfigError, parseInferTopic, PUBACK_REASON, requestPropertiesOf, type RequestHandler } from '../../contract/index.js';
 
@@ -55,31 +55,11 @@ export interface ConnectionOptions {
  * the network (it keeps retrying every RECONNECT_MIN_MS). A broker that refuses it rejects.
  */
 export async function openConnection(options: ExternalBrokerOptions, c: ConnectionOptions): Promise<BrokerConnection> {
-  const { admissions, onRequest, filters } = c;
+  const { filters } = c;
   const log = c.log.child({ clientId: c.clientId });
-  const handle = (topic: string, payload: Buffer, packet: IPublishPacket): Promise<number> => {
-    admissions.started();
-    return admit(topic, payload, packet, onRequest, log).finally(() => admissions.ended());
-  };
-  const client = mqtt.connect(options.brokerUrl, {
-    ...clientOptions(options, c),
-    customHandleAcks: (topic, payload, packet: IPublishPacket, done) => {
-      handle(topic, payload, packet).then(
-        (code) => done(code),
-        (err: unknown) => {
-          // No PUBACK at all: the broker keeps the request and delivers it again.
-          log.error({ err, topic }, 'request handler failed: left unacknowledged');
-          done(err instanceof Error ? err : new Error(String(err)));
-        },
-      );
-    },
-  });
-  // A QoS 0 request has no PUBACK to hold: it arrives as a plain message (QoS 1 ones arrive
-  // here too, once acknowledged, and are skipped).
-  client.on('message', (topic, payload, packet) => {
-    if (packet.qos !== 0) return;
-    handle(topic, payload, packet).catch((err: unknown) => log.error({ err, topic }, 'request handler failed'));
-  });
+  const hooks = admissionHooks(c.onRequest, c.admissions, log);
+  const client = mqtt.connect(options.brokerUrl, { ...clientOptions(options, c), customHandleAcks: hooks.customHandleAcks });
+  client.on('message', hooks.onMessage);
   let up = false;
   let subscribed = false;
   let unsubscribed = false;
@@ -125,6 +105,11 @@ export class AdmissionCount {
     this.lastEnd = Date.now();
   }
 
+  /** None running, and none ended within the last `quietMs` nor after `since`. */
+  quietFor(quietMs: number, since: number): boolean {
+    return this.running === 0 && Date.now() - Math.max(this.lastEnd, since) >= quietMs;
+  }
+
   /** Resolves once none has run for `quietMs` (or after `maxMs` whatever happens). */
   async quiet(quietMs: number, maxMs: number): Promise<void> {
     const deadline = Date.now() + maxMs;
@@ -133,7 +118,37 @@ export class AdmissionCount {
   }
 }
 
-function clientOptions(options: ExternalBrokerOptions, c: ConnectionOptions): IClientOptions {
+/** How one connection hands requests to admission: QoS 1 before its PUBACK, QoS 0 as it comes. */
+export function admissionHooks(
+  onRequest: RequestHandler,
+  admissions: AdmissionCount,
+  log: Logger,
+): { customHandleAcks: NonNullable<IClientOptions['customHandleAcks']>; onMessage: OnMessageCallback } {
+  const handle = (topic: string, payload: Buffer, packet: IPublishPacket): Promise<number> => {
+    admissions.started();
+    return admit(topic, payload, packet, onRequest, log).finally(() => admissions.ended());
+  };
+  return {
+    customHandleAcks: (topic, payload, packet, done) => {
+      handle(topic, payload, packet).then(
+        (code) => done(code),
+        (err: unknown) => {
+          // No PUBACK at all: the broker keeps the request and delivers it again.
+          log.error({ err, topic }, 'request handler failed: left unacknowledged');
+          done(err instanceof Error ? err : new Error(String(err)));
+        },
+      );
+    },
+    // A QoS 0 request has no PUBACK to hold: it arrives as a plain message (QoS 1 ones arrive
+    // here too, once acknowledged, and are skipped).
+    onMessage: (topic, payload, packet) => {
+      if (packet.qos !== 0) return;
+      handle(topic, payload, packet).catch((err: unknown) => log.error({ err, topic }, 'request handler failed'));
+    },
+  };
+}
+
+export function clientOptions(options: ExternalBrokerOptions, c: Pick<ConnectionOptions, 'clientId' | 'status'>): IClientOptions {
   const read = (path: string | undefined): Buffer | undefined => (path === undefined ? undefined : readFileSync(path));
   return {
     clientId: c.clientId,
@@ -167,7 +182,9 @@ async function admit(
     log.warn({ topic: topicName.slice(0, 128), topicBytes: Buffer.byteLength(topicName) }, 'message on a request topic with an invalid device id: dropped');
     return PUBACK_REASON.payloadFormatInvalid;
   }
-  const refusal = await onRequest({ topic, payload, properties: requestPropertiesOf(packet.properties) });
+  // DUP: the broker sent it to this session before (to this connection, or to whoever held the
+  // session then), so it may have been admitted and answered already.
+  const refusal = await onRequest({ topic, payload, properties: requestPropertiesOf(packet.properties), redelivered: packet.dup });
   return refusal ? refusal.reasonCode : 0;
 }
 

@@ -23,6 +23,7 @@ const MEANING: Record<Variable, string> = {
   BROKER_SHARE_GROUP: 'shared-subscription group; instances in one group split the requests',
   BROKER_SESSION_EXPIRY_S: "how long that broker keeps the bridge's sessions after a disconnect",
   BROKER_CONNECTIONS: 'connections per instance to that broker, each a member of the share group',
+  BROKER_ADOPT_AFTER_MS: "with Redis: an instance silent this long is taken for dead and its broker sessions adopted; 0 = off",
   INSTANCE_ID: "names bridge/{INSTANCE_ID}/… and the client id on the plant's broker; generated when unset",
   MAX_SESSION_EXPIRY_S: 'embedded broker: the longest session expiry granted',
   MAX_OFFLINE_MESSAGES: 'embedded broker: messages kept for one offline persistent session',

@@ -50,6 +50,12 @@
 //   {p}:scada:session:{node}  string  the bdSeq of the Edge Node session whose NDEATH is not out yet, no expiry
 //   {p}:scada:events          pub/sub channel (not a key): answers and devices gone, handed to
 //                             the instance publishing the Edge Node
+//   {p}:sessions              hash  instance → '<generation>|<JSON: share group, client ids, session
+//                             expiry>': its sessions on the plant's broker (session-registry.ts)
+//   {p}:sessions:seq          string  the last generation or adoption fencing number granted
+//   {p}:alive:{instance}      string  the generation whose liveness lease runs (PX = the lease)
+//   {p}:adopt:{instance}      string  '<adopter>|<fencing number>': an adoption of its sessions under
+//                             way (PX = the claim's lease)
 //
 // lockId is the SHA-1 of the request's `lock`, so any lock string is safe inside members.
 import { createHash } from 'node:crypto';
@@ -97,6 +103,10 @@ export function redisKeys(prefix: string) {
     scadaSession: (node: string) => `${p}:scada:session:${node}`,
     /** Pub/sub channel (not a key): every instance's SCADA events, for the Edge Node's publisher. */
     scadaEvents: `${p}:scada:events`,
+    sessions: `${p}:sessions`,
+    sessionSeq: `${p}:sessions:seq`,
+    alive: (instanceId: string) => `${p}:alive:${instanceId}`,
+    adoption: (instanceId: string) => `${p}:adopt:${instanceId}`,
     /** 0.7's fences, one field per lock name ever granted; RedisStore.upgrade folds them into `fence`. */
     oldFences: `${p}:fences`,
     /** 0.7's dead-letter list (entry JSON); RedisStore.upgrade moves it into the bounded one. */

@@ -10,12 +10,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import mqtt, { type IClientOptions, type IConnackPacket, type MqttClient } from 'mqtt';
 import type { Logger } from 'pino';
-import type { RequestHandler } from '../../contract/index.js';
+import { PUBACK_REASON, type PubackRefusal, type RequestHandler } from '../../contract/index.js';
 import { AdmissionCount, admissionHooks, clientOptions, type ExternalBrokerOptions } from './external-connection.js';
 
 /** MQTT 5 DISCONNECT reason: another connection took the client id. */
 const SESSION_TAKEN_OVER = 0x8e;
 const CONNECT_TIMEOUT_MS = 10_000;
+/** Never sent (the connection is closed): the request is left unacknowledged for the session's new holder. */
+const LEFT_TO_NEW_HOLDER: PubackRefusal = { reasonCode: PUBACK_REASON.implementationSpecificError, reasonString: 'session taken over' };
 
 /**
  * How an adoption of one session ended: `ended` drained and ended; `taken_over` by another
@@ -51,10 +53,16 @@ export async function adoptSession(broker: ExternalBrokerOptions, o: AdoptSessio
   const log = o.log.child({ clientId: o.clientId });
   const admissions = new AdmissionCount();
   let received = 0;
+  let isClosed = false;
   const hooks = admissionHooks(
-    (request) => {
+    async (request) => {
+      // Taken over: what was still buffered here is the new holder's, delivered there again.
+      if (isClosed) return LEFT_TO_NEW_HOLDER;
       received += 1;
-      return o.onRequest(request);
+      // Whoever held this session may have admitted and answered any of its requests (and the
+      // instance taking it back receives what is not acknowledged here): a request found
+      // answered is not answered again from an adopted session.
+      return o.onRequest({ ...request, redelivered: true });
     },
     admissions,
     log,
@@ -68,14 +76,20 @@ export async function adoptSession(broker: ExternalBrokerOptions, o: AdoptSessio
   });
   let takenOver = false;
   client.on('disconnect', (packet) => (takenOver ||= packet.reasonCode === SESSION_TAKEN_OVER));
-  const closed = new Promise<void>((resolve) => client.once('close', () => resolve()));
+  const closed = new Promise<void>((resolve) =>
+    client.once('close', () => {
+      isClosed = true;
+      resolve();
+    }),
+  );
   const connack = await firstConnack(client, closed);
   if (connack === undefined) {
     client.end(true);
     return { outcome: refused ? 'refused' : 'lost', received, sessionPresent: false };
   }
   const sessionPresent = connack.sessionPresent;
-  const outcome = await drain(client, o, admissions, closed, () => takenOver);
+  log.info({ sessionPresent }, "connected with a dead instance's client id: admitting what its session holds");
+  const outcome = await drain(client, o, admissions, { closed, isClosed: () => isClosed, takenOver: () => takenOver });
   return { outcome, received, sessionPresent };
 }
 
@@ -84,19 +98,17 @@ async function drain(
   client: MqttClient,
   o: AdoptSessionOptions,
   admissions: AdmissionCount,
-  closed: Promise<void>,
-  takenOver: () => boolean,
+  connection: { closed: Promise<void>; isClosed(): boolean; takenOver(): boolean },
 ): Promise<AdoptionOutcome> {
-  const gone = (): AdoptionOutcome => (takenOver() ? 'taken_over' : 'lost');
-  let isClosed = false;
-  void closed.then(() => (isClosed = true));
-  // Queued messages are delivered after an UNSUBSCRIBE as before it: only new ones stop.
-  // A session without the subscription (a fresh one) answers "no subscription existed": fine too.
-  await Promise.race([client.unsubscribeAsync(o.filters).catch(() => undefined), closed]);
-  if (isClosed) return gone();
+  const gone = (): AdoptionOutcome => (connection.takenOver() ? 'taken_over' : 'lost');
+  // The instance may have started again while this connected (and this took its session from it).
+  if (!(await o.stillOurs().catch(() => false))) return connection.isClosed() ? gone() : keep(client, 'stopped');
+  // Queued messages are delivered after an UNSUBSCRIBE as before it: only new ones stop. A
+  // session without the subscription (a fresh one) answers "no subscription existed": fine too.
+  await Promise.race([client.unsubscribeAsync(o.filters).catch(() => undefined), connection.closed]);
   const since = Date.now();
-  while (!isClosed && !o.signal.aborted && !admissions.quietFor(o.quietMs, since)) await sleep(50);
-  if (isClosed) return gone();
+  while (!connection.isClosed() && !o.signal.aborted && !admissions.quietFor(o.quietMs, since)) await sleep(50);
+  if (connection.isClosed()) return gone();
   if (o.signal.aborted) return keep(client, 'stopped');
   if (!(await o.stillOurs().catch(() => false))) return keep(client, 'stopped');
   await client.endAsync(false, { properties: { sessionExpiryInterval: 0 } });

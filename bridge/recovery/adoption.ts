@@ -95,19 +95,21 @@ export class Adoption {
       clearInterval(holding);
     }
     const adopted = sessions.every((s) => s.outcome === 'ended');
+    // Not ours any more: the instance started again or renewed its lease (the claim is gone).
+    const back = !adopted && !(await stillOurs().catch(() => true));
     await registry.release(claim, adopted).catch((err: unknown) => this.log.warn({ err, dead }, 'could not end the adoption claim'));
-    this.report(record, sessions, adopted, Date.now() - startedAt);
+    this.report(record, sessions, { adopted, back }, Date.now() - startedAt);
   }
 
-  private report(record: SessionRecord, sessions: AdoptedSession[], adopted: boolean, tookMs: number): void {
+  private report(record: SessionRecord, sessions: AdoptedSession[], { adopted, back }: { adopted: boolean; back: boolean }, tookMs: number): void {
     const dead = record.instanceId;
     const received = sessions.reduce((n, s) => n + s.received, 0);
     const outcomes = Object.fromEntries(record.clientIds.map((id, i) => [id, sessions[i]?.outcome]));
     const fields = { dead, received, outcomes, tookMs };
     if (adopted) {
       this.log.warn(fields, 'adopted the broker sessions of a dead instance: its queued requests admitted, its sessions ended');
-    } else if (sessions.some((s) => s.outcome === 'taken_over')) {
-      this.log.info(fields, 'adoption ended: the instance is back and took its sessions over');
+    } else if (back) {
+      this.log.info(fields, 'adoption ended: the instance is back (started again, or renewed its lease) and has its sessions');
     } else if (this.warned.has(`${dead}|${record.generation}`)) {
       this.log.debug(fields, 'adoption not finished: tried again while the lease stays lapsed');
     } else {

@@ -127,7 +127,8 @@ async function openMqtt(
       throw err;
     }
   }
-  if (config.instanceId === undefined) {
+  // With a liveness lease another instance adopts what a crashed start left (wire-adoption.ts).
+  if (config.instanceId === undefined && (coordination.sessions === undefined || config.brokerAdoptAfterMs === 0)) {
     log.warn(
       'INSTANCE_ID is not set: this start joins the broker under a new client id, so what the previous one left unacknowledged in its session waits there until BROKER_SESSION_EXPIRY_S; set a stable INSTANCE_ID',
     );

@@ -33,6 +33,8 @@ export class Adoption {
   private running: Promise<void> | undefined;
   private readonly stopping = new AbortController();
   private readonly log: Logger;
+  /** Until when nothing is adopted: after Redis was out of reach, every lease may have lapsed at once. */
+  private holdOffUntil = 0;
   /** Records whose adoption failed (refused, lost): logged at warn once per generation. */
   private readonly warned = new Set<string>();
 
@@ -59,10 +61,13 @@ export class Adoption {
 
   private async look(): Promise<void> {
     const { registry, instanceId, group } = this.deps;
+    if (Date.now() < this.holdOffUntil) return;
     let lapsed: SessionRecord[];
     try {
       lapsed = (await registry.lapsed()).filter((r) => r.instanceId !== instanceId && r.group === group);
     } catch (err) {
+      // The live instances get one lease to renew theirs once Redis is back.
+      this.holdOffUntil = Date.now() + this.deps.leaseMs;
       this.log.debug({ err }, 'could not read the instances\' liveness leases');
       return;
     }

@@ -5,7 +5,9 @@
 // request is answered exactly once within UPSTREAM_TIMEOUT_MS + 15 s of the kill. (b) Restarted
 // in the middle of the adoption: the survivor is frozen (SIGSTOP) while it holds the adopted
 // sessions, the killed INSTANCE_ID starts again and takes them over (MQTT client-id takeover),
-// then the survivor runs on: every request is still answered exactly once.
+// then the survivor runs on: every request is still answered exactly once. (c) Three bridges;
+// the adopter is killed too while it holds the dead sessions: the third adopts what is left of
+// the first and the adopter's own, and no request is lost or answered two ways.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
@@ -23,14 +25,14 @@ const UPSTREAM_TIMEOUT_MS = 2000;
 const BOUND_MS = UPSTREAM_TIMEOUT_MS + 15_000;
 
 interface Rig {
-  ids: [string, string];
-  bridges: [ServiceProcess, ServiceProcess];
+  ids: string[];
+  bridges: ServiceProcess[];
   start(instanceId: string): Promise<ServiceProcess>;
   devices: ChaosDevice[];
 }
 
-/** Mosquitto, the upstream, two bridges a and b of one share group over one Redis prefix, and devices. */
-async function rig(name: string, extraEnv: Record<string, string> = {}): Promise<Rig> {
+/** Mosquitto, the upstream, `count` bridges a, b, … of one share group over one Redis prefix, and devices. */
+async function rig(name: string, extraEnv: Record<string, string> = {}, count = 2): Promise<Rig> {
   const tag = randomBytes(3).toString('hex');
   scene.prefix = uniquePrefix(`adopt-${name}`);
   const mq = await startMosquitto();
@@ -57,8 +59,8 @@ async function rig(name: string, extraEnv: Record<string, string> = {}): Promise
     if (!subscribed) throw new Error(`${instanceId} never subscribed: ${s.stderr()}`);
     return s;
   };
-  const ids: [string, string] = [`${name}-${tag}-a`, `${name}-${tag}-b`];
-  const bridges = (await Promise.all(ids.map(start))) as [ServiceProcess, ServiceProcess];
+  const ids = ['a', 'b', 'c'].slice(0, count).map((letter) => `${name}-${tag}-${letter}`);
+  const bridges = await Promise.all(ids.map(start));
   const devices = await persistentDevices(scene, mq.port, `${name}-${tag}-d`, 10);
   return { ids, bridges, start, devices };
 }
@@ -97,7 +99,7 @@ const logged = (s: ServiceProcess, msg: string) => s.logs.filter((l) => typeof l
 describe('chaos: a dead instance of the plant\'s broker\'s share group is adopted', () => {
   it('(a) kill -9, no restart: the survivor adopts its sessions; 100 requests answered exactly once within the bound', { timeout: 90_000 }, async () => {
     const r = await rig('xa');
-    const [victim, survivor] = r.bridges;
+    const [victim, survivor] = r.bridges as [ServiceProcess, ServiceProcess];
     victim.child.kill('SIGKILL');
     const killedAt = Date.now();
     await victim.exited;
@@ -132,7 +134,7 @@ describe('chaos: a dead instance of the plant\'s broker\'s share group is adopte
     // The survivor is frozen for a few seconds: with the default REDIS_TIMEOUT_MS it would wake
     // taking Redis for stalled and answer what it then reads `unavailable`.
     const r = await rig('xb', { REDIS_TIMEOUT_MS: '15000' });
-    const [victim, survivor] = r.bridges;
+    const [victim, survivor] = r.bridges as [ServiceProcess, ServiceProcess];
     victim.child.kill('SIGKILL');
     const killedAt = Date.now();
     await victim.exited;
@@ -142,7 +144,7 @@ describe('chaos: a dead instance of the plant\'s broker\'s share group is adopte
     const adopting = await waitUntil(() => logged(survivor, "connected with a dead instance's client id").length > 0, 20_000, 5);
     survivor.child.kill('SIGSTOP');
     const frozenAt = Date.now();
-    const restarted = await r.start(r.ids[0]);
+    const restarted = await r.start(r.ids[0] as string);
     const restartedAt = Date.now();
     survivor.child.kill('SIGCONT');
     await waitUntil(() => load.missing().length === 0, BOUND_MS + 10_000, 100);
@@ -170,5 +172,42 @@ describe('chaos: a dead instance of the plant\'s broker\'s share group is adopte
     // The restart took over sessions the adoption still held, and the survivor gave them up.
     expect(resumed).toBeGreaterThan(0);
     expect(handedBack.length).toBeGreaterThan(0);
+  });
+
+  it('(c) the adopter is killed too, in the middle of the adoption: the third instance adopts both', { timeout: 120_000 }, async () => {
+    const r = await rig('xc', {}, 3);
+    const [victim, adopter, third] = r.bridges as [ServiceProcess, ServiceProcess, ServiceProcess];
+    victim.child.kill('SIGKILL');
+    const killedAt = Date.now();
+    await victim.exited;
+    const load = send100(r.devices);
+    await load.done;
+    // Whichever survivor claims the first death is killed once it holds the dead sessions.
+    const adopting = (s: ServiceProcess): boolean => logged(s, "connected with a dead instance's client id").length > 0;
+    expect(await waitUntil(() => adopting(adopter) || adopting(third), 20_000, 5)).toBe(true);
+    const [second, last] = adopting(adopter) ? [adopter, third] : [third, adopter];
+    second.child.kill('SIGKILL');
+    const secondKilledAt = Date.now();
+    await waitUntil(() => load.missing().length === 0, 2 * BOUND_MS, 100);
+    const secondId = r.ids[r.bridges.indexOf(second)] as string;
+    // The adopter's own sessions are adopted in turn (once its lease lapsed, after the first).
+    await waitUntil(() => logged(last, 'adopted the broker sessions').some((l) => l.dead === secondId), BOUND_MS, 100);
+    await quiet(r.devices);
+
+    const ids = [...load.sent.keys()];
+    const replies = ids.flatMap((id) => load.repliesOf(id));
+    const differing = ids.filter((id) => new Set(load.repliesOf(id).map((x) => x.raw)).size > 1);
+    const adoptedBy = logged(last, 'adopted the broker sessions of a dead instance').map((l) => `${String(l.dead)}: ${String(l.received)}`);
+    console.log(
+      `[adoption c] sent ${load.sent.size}, acknowledged ${load.acked.size}, answered ${new Set(replies.map((x) => x.id)).size}, ` +
+        `replies ${replies.length}, answered two ways ${differing.length}, not ok ${replies.filter((x) => !x.ok).length}; ` +
+        `adopter killed ${secondKilledAt - killedAt} ms after the first kill; the last instance adopted (instance: requests) ${adoptedBy.join(', ')}; ` +
+        `first kill → last answer ${Math.max(...replies.map((x) => x.at)) - killedAt} ms, second kill → last answer ${Math.max(...replies.map((x) => x.at)) - secondKilledAt} ms`,
+    );
+    expect(load.acked.size).toBe(100);
+    expect(load.missing()).toEqual([]);
+    expect(differing).toEqual([]);
+    // The last one adopted the adopter (and, unless the adopter had finished, what it left of the first).
+    expect(adoptedBy.some((line) => line.startsWith(`${secondId}:`))).toBe(true);
   });
 });

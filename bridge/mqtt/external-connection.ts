@@ -148,6 +148,7 @@ export function admissionHooks(
   };
 }
 
+/** A bridge connection's options: MQTT 5, a persistent session, Receive Maximum, TLS; the status Will when given. */
 export function clientOptions(options: ExternalBrokerOptions, c: Pick<ConnectionOptions, 'clientId' | 'status'>): IClientOptions {
   const read = (path: string | undefined): Buffer | undefined => (path === undefined ? undefined : readFileSync(path));
   return {

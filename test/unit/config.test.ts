@@ -86,6 +86,12 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ REDIS_WAIT_REPLICAS: '1' })).toThrow('REDIS_WAIT_REPLICAS: needs Redis: set REDIS_URL or REDIS_SENTINELS');
   });
 
+  it('reads BROKER_ADOPT_AFTER_MS: 5 s by default, 0 for off, at least 1 s otherwise', () => {
+    expect(loadConfig({}).brokerAdoptAfterMs).toBe(5000);
+    expect(loadConfig({ BROKER_ADOPT_AFTER_MS: '0' }).brokerAdoptAfterMs).toBe(0);
+    expect(() => loadConfig({ BROKER_ADOPT_AFTER_MS: '500' })).toThrow('BROKER_ADOPT_AFTER_MS: must be 0 (off) or at least 1000');
+  });
+
   it('never echoes a secret in the error', () => {
     expect(() => loadConfig({ ADMIN_TOKEN: 'hunter2' })).toThrow(/^ADMIN_TOKEN: must be at least 16 characters$/);
   });

@@ -153,10 +153,11 @@ export function parseConfigFile(path: string | undefined): ParsedConfigFile {
 
 /** One line: where in the file (line, column and path), and what is wrong there. */
 export function fileProblem(locate: Locate, issue: { path: readonly PropertyKey[]; message: string; code?: string; keys?: string[] }): ConfigProblem {
-  // An unknown key is reported on its object: point at the key itself.
-  const path = issue.code === 'unrecognized_keys' && issue.keys?.length === 1 ? [...issue.path, issue.keys[0] as string] : issue.path;
+  // An unknown key is reported on its object, a refused name on itself: point at the key.
+  const unknownKey = issue.code === 'unrecognized_keys' && issue.keys?.length === 1 ? issue.keys[0] : undefined;
+  const at = unknownKey !== undefined ? locate([...issue.path, unknownKey], true) : locate(issue.path, issue.code === 'invalid_key');
   const where = issue.path.length ? issue.path.map(String).join('.') : '(top level)';
-  return { variable: 'CONFIG_FILE', problem: `${locate(path)}: ${where}: ${issue.message}` };
+  return { variable: 'CONFIG_FILE', problem: `${at}: ${where}: ${issue.message}` };
 }
 
 /** What the file holds, in counts: the line the start logs and `check` prints. */

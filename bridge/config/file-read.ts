@@ -5,8 +5,8 @@ import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, type Docum
 
 export type FileFormat = 'yaml' | 'json';
 
-/** Where a value is in the file: "path:line:col", or only "path" when it cannot be placed. */
-export type Locate = (path: readonly PropertyKey[]) => string;
+/** Where a value (or with `key`, its key) is in the file: "path:line:col", or only "path" when it cannot be placed. */
+export type Locate = (path: readonly PropertyKey[], key?: boolean) => string;
 
 export type ReadResult = { data: unknown; format: FileFormat; locate: Locate } | { problem: string };
 
@@ -28,8 +28,8 @@ export function readConfigText(path: string): ReadResult {
     const { line, col } = lines.linePos(offset);
     return `${path}:${line}:${col}`;
   };
-  const locate: Locate = (p) => {
-    const offset = offsetOf(doc, p);
+  const locate: Locate = (p, key = false) => {
+    const offset = offsetOf(doc, p, key);
     return offset === undefined ? path : at(offset);
   };
   if (format === 'json') return readJson(path, text, doc, at, locate);
@@ -52,16 +52,16 @@ function readJson(path: string, text: string, doc: Document, at: (offset: number
   }
 }
 
-/** The start of the deepest node along `path` that the file has (its value, or the key of an empty one). */
-function offsetOf(doc: Document, path: readonly PropertyKey[]): number | undefined {
+/** The start of the deepest node along `path` that the file has: its value (or `key`: the last one's key). */
+function offsetOf(doc: Document, path: readonly PropertyKey[], key: boolean): number | undefined {
   let node: unknown = doc.contents;
   let offset: number | undefined;
-  for (const segment of path) {
+  for (const [i, segment] of path.entries()) {
     if (isAlias(node)) node = node.resolve(doc);
     let next: unknown;
     if (isMap(node)) {
       const pair = node.items.find((p) => String(isScalar(p.key) ? p.key.value : p.key) === String(segment));
-      next = pair?.value ?? pair?.key;
+      next = key && i === path.length - 1 ? pair?.key : (pair?.value ?? pair?.key);
     } else if (isSeq(node)) next = node.items[Number(segment)];
     const range = (next as { range?: [number, number, number] } | undefined)?.range;
     if (range === undefined) break;

@@ -15,16 +15,23 @@ export const ENVIRONMENT_ONLY: readonly Variable[] = ['CONFIG_FILE', 'INSTANCE_I
 
 const known: ReadonlySet<string> = new Set(VARIABLES);
 
+/** Why a settings name is refused, or undefined when it is a variable the file may set. */
+function nameProblem(name: string): string | undefined {
+  if ((ENVIRONMENT_ONLY as readonly string[]).includes(name)) return `${name} can only be set in the environment`;
+  if (!known.has(name)) return `not a variable the bridge reads: did you mean ${closestName(name, VARIABLES)}?`;
+  return undefined;
+}
+
+// Names are checked by the key's schema, so a bad value elsewhere in the section cannot hide them.
+const SettingName = z.string().check((ctx) => {
+  const problem = nameProblem(ctx.value);
+  if (problem !== undefined) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
+});
+
 export const SettingsSchema = z
-  .record(z.string(), z.union([z.string(), z.number(), z.boolean()], { error: 'must be a string, a number or true/false' }))
-  .superRefine((settings, ctx) => {
-    for (const name of Object.keys(settings)) {
-      if ((ENVIRONMENT_ONLY as readonly string[]).includes(name)) {
-        ctx.addIssue({ code: 'custom', path: [name], message: `${name} can only be set in the environment` });
-      } else if (!known.has(name)) {
-        ctx.addIssue({ code: 'custom', path: [name], message: `not a variable the bridge reads: did you mean ${closestName(name, VARIABLES)}?` });
-      }
-    }
+  .record(SettingName, z.union([z.string(), z.number(), z.boolean()], { error: 'must be a string, a number or true/false' }), {
+    // zod words a refused key its own way: keep the name's problem.
+    error: (issue) => (issue.code === 'invalid_key' ? issue.issues[0]?.message : undefined),
   })
   .default({});
 

@@ -29,7 +29,8 @@ const SettingName = z.string().check((ctx) => {
 });
 
 export const SettingsSchema = z
-  .record(SettingName, z.union([z.string(), z.number(), z.boolean()], { error: 'must be a string, a number or true/false' }), {
+  // null: a name left without a value (`REDIS_URL:`), unset like an empty variable.
+  .record(SettingName, z.union([z.string(), z.number(), z.boolean(), z.null()], { error: 'must be a string, a number or true/false' }), {
     // zod words a refused key its own way: keep the name's problem.
     error: (issue) => (issue.code === 'invalid_key' ? issue.issues[0]?.message : undefined),
   })
@@ -38,8 +39,8 @@ export const SettingsSchema = z
 export type Settings = z.infer<typeof SettingsSchema>;
 
 /** A variable's value as the checks read it: trimmed, an empty one counted as unset (as shells and compose files leave them). */
-const given = (value: string | number | boolean | undefined): string | undefined =>
-  value === undefined ? undefined : String(value).trim() || undefined;
+const given = (value: string | number | boolean | null | undefined): string | undefined =>
+  value === undefined || value === null ? undefined : String(value).trim() || undefined;
 
 export interface Merged {
   /** Each variable's raw value, from the environment or the file; undefined: its default. */
@@ -63,7 +64,7 @@ export function mergeSettings(env: NodeJS.ProcessEnv, settings: Settings): Merge
 
 /** The file's settings the environment overrides (logged at start, so a value that does not take is no surprise). */
 export const overriddenSettings = (env: NodeJS.ProcessEnv, settings: Settings): string[] =>
-  Object.keys(settings).filter((name) => given(env[name]) !== undefined);
+  Object.keys(settings).filter((name) => given(settings[name]) !== undefined && given(env[name]) !== undefined);
 
 export const REDACTED = '<redacted>';
 

@@ -122,11 +122,11 @@ describe('CONFIG_FILE settings', () => {
     expect(problemsOf({ CONFIG_FILE: path, QUEUE_MAX: '5', ALLOW_ANONYMOUS: 'true' })).toEqual([]);
   });
 
-  it('the environment overrides the file, an empty variable does not', () => {
-    const path = file('override.yaml', 'settings:\n  MQTT_PORT: 1884\n  HTTP_PORT: 9000\n  RATE_LIMIT_RPM: 60\n');
+  it('the environment overrides the file, an empty variable does not, a name without a value is unset', () => {
+    const path = file('override.yaml', 'settings:\n  MQTT_PORT: 1884\n  HTTP_PORT: 9000\n  RATE_LIMIT_RPM: 60\n  REDIS_URL:\n');
     const { config, sources } = readConfiguration({ CONFIG_FILE: path, MQTT_PORT: '1999', HTTP_PORT: ' ' });
-    expect(config).toMatchObject({ mqttPort: 1999, httpPort: 9000, rateLimitRpm: 60, queueMax: 10_000 });
-    expect(sources).toMatchObject({ MQTT_PORT: 'environment', HTTP_PORT: 'file', RATE_LIMIT_RPM: 'file', QUEUE_MAX: 'default', CONFIG_FILE: 'environment' });
+    expect(config).toMatchObject({ mqttPort: 1999, httpPort: 9000, rateLimitRpm: 60, queueMax: 10_000, redis: undefined });
+    expect(sources).toMatchObject({ MQTT_PORT: 'environment', HTTP_PORT: 'file', RATE_LIMIT_RPM: 'file', QUEUE_MAX: 'default', REDIS_URL: 'default', CONFIG_FILE: 'environment' });
   });
 
   it('a SIGHUP logs changed settings as needing a restart, by name and never by value', () => {

@@ -14,6 +14,11 @@ switch (command) {
     runCheck();
     break;
   }
+  case 'config': {
+    const { runConfig } = await import('./ops/config-cli.js');
+    runConfig(args);
+    break;
+  }
   case 'health': {
     const { runHealth } = await import('./ops/health-cli.js');
     await runHealth(args);

@@ -75,7 +75,7 @@ const MEANING: Record<Variable, string> = {
   IDEMPOTENCY_TTL_S: 'how long a (deviceId, id) and its reply are remembered',
   CACHE_TTL_S: 'response cache lifetime; 0 turns the cache off',
   SHUTDOWN_GRACE_MS: 'how long SIGTERM waits for in-flight calls',
-  CONFIG_FILE: 'JSON file: providers, models, routing, prices, templates, weights, budgets',
+  CONFIG_FILE: 'YAML or JSON file: settings (any variable but CONFIG_FILE and INSTANCE_ID), providers, models, routing, prices, templates, weights, budgets',
   AUTH_FILE: 'JSON file of device, observer and operator credentials and roles',
   ALLOW_ANONYMOUS: 'anonymous devices; unset: true only on a loopback MQTT_HOST',
   MAX_CONNECTIONS: 'MQTT connections',
@@ -112,6 +112,9 @@ const GROUP_BEFORE: Partial<Record<Variable, string>> = {
 export const COMMANDS_USAGE = `usage: edge-ai-bridge [command]
   start     run the service (the default; configured by the environment variables below)
   check     validate the environment, CONFIG_FILE and AUTH_FILE without starting anything
+  config [--json]
+            print the effective configuration, each value's source (default, file,
+            environment), secrets redacted
   health [--url http://HOST:PORT]
             ask a running bridge's /readyz (default: HTTP_HOST and HTTP_PORT); exit 1 if not ready
 ${OPS_USAGE}
@@ -157,7 +160,7 @@ function variableLines(variable: Variable): string[] {
 }
 
 export function helpText(): string {
-  const lines = [`edge-ai-bridge ${VERSION}`, '', COMMANDS_USAGE, '', 'Environment variables (docs/configuration.md has the details):'];
+  const lines = [`edge-ai-bridge ${VERSION}`, '', COMMANDS_USAGE, '', 'Environment variables, or CONFIG_FILE settings (docs/configuration.md has the details):'];
   for (const variable of VARIABLES) {
     const group = GROUP_BEFORE[variable];
     if (group !== undefined) lines.push('', ` ${group}`);

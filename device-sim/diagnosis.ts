@@ -25,6 +25,14 @@ export interface Diagnosis {
   firstDisconnect?: string;
 }
 
+/** Error codes the devices give their own failed publishes: no bridge answered those. */
+const NOT_ANSWERS = new Set(['publish_failed', 'publish_refused']);
+
+/** Requests a bridge answered, ok or with an error reply. */
+export function answeredOf(ok: number, errors: Record<string, number>): number {
+  return Object.entries(errors).reduce((n, [code, count]) => (NOT_ANSWERS.has(code) ? n : n + count), ok);
+}
+
 export function emptyDiagnosis(statusWatched: boolean): Diagnosis {
   return { statusWatched, bridges: {}, statusRefused: false, connectFailures: 0, subscriptionsRefused: 0, publishesRefused: {}, disconnects: 0 };
 }

@@ -79,8 +79,9 @@ async function subscribeNoting(client: MqttClient, filters: Record<string, { qos
       const refused = grants.find((g) => g.qos >= 0x80);
       if (refused !== undefined) onRefused(topic, refused.qos);
     } catch (err) {
-      const code = (err as { code?: unknown }).code;
-      if (typeof code !== 'number') throw err;
+      // mqtt.js rejects a refused SUBSCRIBE with the SUBACK attached.
+      const code = (err as { packet?: { granted?: unknown[] } }).packet?.granted?.find((c): c is number => typeof c === 'number' && c >= 0x80);
+      if (code === undefined) throw err;
       onRefused(topic, code);
     }
   }

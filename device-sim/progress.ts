@@ -1,6 +1,6 @@
 // The progress line on stderr while a fleet runs: rewritten in place on a terminal, one plain
 // line every few seconds otherwise (a log file or CI). stdout stays for the result alone.
-import { hints, type Diagnosis } from './diagnosis.js';
+import { answeredOf, hints, type Diagnosis } from './diagnosis.js';
 
 /** What an engine counts while it runs. */
 export interface LiveCounts {
@@ -42,7 +42,7 @@ export function startProgress(out: Output, plainIntervalMs = PLAIN_INTERVAL_MS):
   const tick = (read: () => LiveCounts): void => {
     const now = performance.now();
     const counts = read();
-    const answered = counts.ok + sum(counts.errors);
+    const answered = answeredOf(counts.ok, counts.errors);
     const rate = now > last.at ? ((answered - last.answered) * 1000) / (now - last.at) : 0;
     last = { at: now, answered };
     const line = progressLine(counts, (now - started) / 1000, rate);
@@ -69,14 +69,17 @@ export function startProgress(out: Output, plainIntervalMs = PLAIN_INTERVAL_MS):
   };
 }
 
-/** `device-sim: 12.0 s  sent 1200  answered 1190 (ok 1180, queue_full 10)  in flight 10  98.5/s`, and a hint once clear. */
-export function progressLine(counts: LiveCounts, elapsedS: number, repliesPerS: number): string {
-  const answered = counts.ok + sum(counts.errors);
-  const parts = [`ok ${counts.ok}`, ...Object.entries(counts.errors).sort(([a], [b]) => a.localeCompare(b)).map(([code, n]) => `${code} ${n}`)];
+/**
+ * `device-sim: 12.0 s  sent 1200  answered 1190  ok 1180  errors queue_full 10  in flight 10  98.5/s`
+ * (the rate: answers per second since the last line), and a hint once it is clear.
+ */
+export function progressLine(counts: LiveCounts, elapsedS: number, answersPerS: number): string {
+  const answered = answeredOf(counts.ok, counts.errors);
+  const errors = Object.entries(counts.errors).sort(([a], [b]) => a.localeCompare(b)).map(([code, n]) => `${code} ${n}`);
   const hint = liveHint(counts, answered, elapsedS);
   return (
-    `device-sim: ${elapsedS.toFixed(1)} s  sent ${counts.sent}  answered ${answered} (${parts.join(', ')})  ` +
-    `in flight ${counts.inFlight}  ${repliesPerS.toFixed(1)}/s${hint === undefined ? '' : `  — ${hint}`}`
+    `device-sim: ${elapsedS.toFixed(1)} s  sent ${counts.sent}  answered ${answered}  ok ${counts.ok}  errors ${errors.join(', ') || 'none'}  ` +
+    `in flight ${counts.inFlight}  ${answersPerS.toFixed(1)}/s${hint === undefined ? '' : `  — ${hint}`}`
   );
 }
 
@@ -84,8 +87,4 @@ export function progressLine(counts: LiveCounts, elapsedS: number, repliesPerS: 
 function liveHint(counts: LiveCounts, answered: number, elapsedS: number): string | undefined {
   const silent = answered === 0 && counts.sent > 0 && elapsedS >= NO_ANSWER_CLEAR_S;
   return hints(counts.diagnosis, silent ? 0 : Math.max(answered, 1))[0];
-}
-
-function sum(record: Record<string, number>): number {
-  return Object.values(record).reduce((a, b) => a + b, 0);
 }

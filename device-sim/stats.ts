@@ -1,7 +1,7 @@
 // Pure bookkeeping for the device fleet: outcome tallies, percentiles and the report object
 // (also the `--json` output) every engine ends with; summary.ts prints it. No I/O.
 import { PRIORITIES, PrioritySchema, type Priority } from '../contract/index.js';
-import { emptyDiagnosis, hints, type Diagnosis } from './diagnosis.js';
+import { answeredOf, emptyDiagnosis, hints, type Diagnosis } from './diagnosis.js';
 
 /** Relative weights per priority; a priority left out of a `--mix` weighs 0. */
 export type Mix = Record<Priority, number>;
@@ -193,7 +193,7 @@ export function buildReport(tally: Tally, durationS: number, config: ReportConfi
     durationS: Math.round(durationS * 1000) / 1000,
     config,
     diagnosis,
-    hints: hints(diagnosis, overall.ok + errorCount(overall)),
+    hints: hints(diagnosis, answeredOf(overall.ok, overall.errors)),
   };
 }
 

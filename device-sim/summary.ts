@@ -2,9 +2,9 @@
 // report as the mqtt.js fleet's (stats.ts FleetReport, also the `--json` output), and the
 // table and hint lines printed for it.
 import { PRIORITIES, type Priority } from '../contract/index.js';
-import { emptyDiagnosis, hints, type Diagnosis } from './diagnosis.js';
+import { answeredOf, emptyDiagnosis, hints, type Diagnosis } from './diagnosis.js';
 import type { StepSummary } from './load.js';
-import { errorCount, formatMix, LATE_AFTER_DEADLINE_MS, type FleetReport, type ReplyCounts, type ReportConfig, type Row } from './stats.js';
+import { formatMix, LATE_AFTER_DEADLINE_MS, type FleetReport, type ReplyCounts, type ReportConfig, type Row } from './stats.js';
 
 /** A --workers step as the shared report; its measured time is the sending window. */
 export function reportOfStep(step: StepSummary, config: ReportConfig): FleetReport {
@@ -34,7 +34,7 @@ export function reportOfStep(step: StepSummary, config: ReportConfig): FleetRepo
     durationS: Math.round(step.sendS * 1000) / 1000,
     config,
     diagnosis,
-    hints: hints(diagnosis, overall.ok + errorCount(overall)),
+    hints: hints(diagnosis, answeredOf(overall.ok, overall.errors)),
   };
 }
 

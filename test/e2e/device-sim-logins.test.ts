@@ -103,6 +103,31 @@ describe('device-sim logins against a broker whose ACL is per device', () => {
     expect(harness.upstream.requests).toHaveLength(0);
   });
 
+  it('--workers: the same logins, and the same report as the mqtt.js fleet (build first)', async () => {
+    const harness = await plant();
+    const file = passwordFile(DEVICES.map((id) => `${id}:${PASSWORDS[id]}`));
+    const threaded = await deviceSim(fleet(harness.url, ['--username-from-id', '--password-file', file, '--workers', '2', '--json']));
+    expect(threaded.code).toBe(0);
+    const report = JSON.parse(threaded.stdout) as FleetReport;
+    // Each worker paces its share by whole requests: a request or two short of 15 at most.
+    expect(report.overall.sent).toBeGreaterThanOrEqual(13);
+    expect(report.overall).toMatchObject({ ok: report.overall.sent, errors: {}, lost: 0 });
+    expect(Object.values(report.byPriority).reduce((n, row) => n + row.ok, 0)).toBe(report.overall.sent);
+    for (const id of DEVICES) expect(harness.mosquitto?.logs()).toContain(`u'${id}'`);
+
+    const single = await deviceSim(fleet(harness.url, ['--username-from-id', '--password-file', file, '--json']));
+    const other = JSON.parse(single.stdout) as FleetReport;
+    expect(Object.keys(report).sort()).toEqual(Object.keys(other).sort());
+    expect(Object.keys(report.overall).sort()).toEqual(Object.keys(other.overall).sort());
+    expect(Object.keys(report.diagnosis).sort()).toEqual(Object.keys(other.diagnosis).sort());
+    expect({ ...report.config, workers: 0 }).toEqual(other.config);
+    // The table too: the same header for both engines.
+    const table = await deviceSim(fleet(harness.url, ['--username-from-id', '--password-file', file, '--workers', '1']));
+    const header = (out: string): string | undefined => out.split('\n')[1];
+    expect(header(table.stdout)).toMatch(/^priority\s+sent\s+ok\s+errors\s+lost\s+p50 ms/);
+    expect(header(table.stdout)).toBe(header((await deviceSim(fleet(harness.url, ['--username-from-id', '--password-file', file]))).stdout));
+  });
+
   it('a password file without a line for a device is refused before anything connects (exit 2)', async () => {
     const file = passwordFile(['cam-1:a', 'cam-2:b']);
     const run = await deviceSim(fleet('mqtt://127.0.0.1:1', ['--username-from-id', '--password-file', file]));

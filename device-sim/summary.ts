@@ -34,8 +34,14 @@ export function reportOfStep(step: StepSummary, config: ReportConfig): FleetRepo
     durationS: Math.round(step.sendS * 1000) / 1000,
     config,
     diagnosis,
-    hints: hints(diagnosis, answeredOf(overall.ok, overall.errors)),
+    hints: [...hints(diagnosis, answeredOf(overall.ok, overall.errors)), ...generatorHint(step)],
   };
+}
+
+/** A generator this far behind its schedule was itself the limit, not the system under test. */
+function generatorHint(step: StepSummary): string[] {
+  if (step.generatorBehind < Math.max(10, step.rate / 10)) return [];
+  return [`the worker threads fell up to ${step.generatorBehind} requests behind their schedule: the generator, not the bridge, was the limit (more --workers, or another machine)`];
 }
 
 function errorTotal(errors: Record<string, number>): number {

@@ -153,10 +153,6 @@ export function summarizeLatencies(values: readonly number[]): LatencySummary | 
   };
 }
 
-function sumValues(record: Record<string, number>): number {
-  return Object.values(record).reduce((a, b) => a + b, 0);
-}
-
 function buildRow(parts: readonly PriorityTally[], durationS: number, stream: boolean): Row {
   const errors: Record<string, number> = {};
   let sent = 0;
@@ -195,11 +191,6 @@ export function buildReport(tally: Tally, durationS: number, config: ReportConfi
     diagnosis,
     hints: hints(diagnosis, answeredOf(overall.ok, overall.errors)),
   };
-}
-
-/** Total of a row's error replies, whatever their codes. */
-export function errorCount(row: Row): number {
-  return sumValues(row.errors);
 }
 
 /**

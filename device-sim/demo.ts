@@ -9,7 +9,8 @@
 import { parseArgs } from 'node:util';
 import { runFleet } from './fleet.js';
 import { startServiceProcess } from './service-process.js';
-import { formatTable, parseMix } from './stats.js';
+import { parseMix } from './stats.js';
+import { formatReport } from './summary.js';
 import { startUpstreamSim, type UpstreamSim } from '../upstream-sim/sim.js';
 
 const DEVICES = 50;
@@ -54,7 +55,7 @@ async function onRunning(url: string, httpPort: string): Promise<number> {
     replyTimeoutMs: 30_000,
     onProgress: (line) => say(line),
   });
-  process.stdout.write(`${formatTable(report)}\n`);
+  process.stdout.write(`${formatReport(report)}\n`);
   return report.overall.lost === 0 ? 0 : 1;
 }
 
@@ -91,7 +92,7 @@ async function main(providers: boolean): Promise<number> {
       ...(providers ? { questions: QUESTIONS } : {}),
       onProgress: (line) => say(line),
     });
-    process.stdout.write(`${formatTable(report)}\n`);
+    process.stdout.write(`${formatReport(report)}\n`);
     if (providers) {
       const [primary, fallback] = sims.map((s) => s.stats()) as [ReturnType<UpstreamSim['stats']>, ReturnType<UpstreamSim['stats']>];
       const answered = (primary.byStatus['200'] ?? 0) + (fallback.byStatus['200'] ?? 0);

@@ -1,10 +1,12 @@
-// Statements of the docs that follow from a rule in the code: ADMIN_TOKEN's minimum length,
-// and retry_after_ms on every queue_full (the store's 1000 ms is checked end to end in
+// Statements of the docs that follow from a rule in the code or a deployment file:
+// ADMIN_TOKEN's minimum length, the host ports docker-compose.yml takes, and retry_after_ms
+// on every queue_full (the store's 1000 ms is checked end to end in
 // test/e2e/bad-input.test.ts, the overload guards' in test/e2e/overload.test.ts).
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { EnvSchema } from '../../bridge/config/variables.js';
 import { helpText } from '../../bridge/ops/help.js';
 import { overloaded } from '../../contract/index.js';
@@ -32,5 +34,14 @@ describe('the docs and the code agree on', () => {
     for (const [asked, given] of [[0, 1000], [Number.NaN, 1000], [2500.4, 2500], [60_000, 10_000], [Number.POSITIVE_INFINITY, 10_000]] as const) {
       expect(overloaded('cause', asked).retryAfterMs, String(asked)).toBe(given);
     }
+  });
+
+  it('the host ports docker-compose.yml publishes, in its header and docs/docker.md', () => {
+    const compose = parse(read('docker-compose.yml'), { merge: true }) as { services: Record<string, { ports?: string[] }> };
+    const published = Object.values(compose.services).flatMap((s) => (s.ports ?? []).map((p) => p.split(':')[0] as string));
+    const header = /^# Host ports it takes: ([\d ]+)\./m.exec(read('docker-compose.yml'))?.[1]?.split(' ') ?? [];
+    expect(header.sort()).toEqual(published.sort());
+    const doc = /It takes the host ports ([\d, and]+):/.exec(read('docs/docker.md'))?.[1]?.split(/, | and /) ?? [];
+    expect(doc.sort()).toEqual(published.sort());
   });
 });

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// `npx edge-ai-bridge [command]`: the installed command around the service (help: bridge/ops/help.ts).
+// `edge-ai-bridge [command]` (`npm run edge-ai-bridge -- …` in a clone): the command around the service
+// (help: bridge/ops/help.ts).
 import { COMMANDS_USAGE, helpText } from './ops/help.js';
 import { VERSION } from './version.js';
 

@@ -35,7 +35,7 @@ const MEANING: Record<Variable, string> = {
   SPARKPLUG_DEVICE_IDLE_S: "plant's broker: a device with no answer for this long gets its DDEATH",
   HTTP_HOST: 'address the admin HTTP server binds',
   HTTP_PORT: 'admin HTTP: /healthz, /readyz, /metrics, /v1/…; 0 = a free port',
-  ADMIN_TOKEN: 'bearer token for the /v1/… admin API; unset = /v1/… disabled',
+  ADMIN_TOKEN: 'bearer token for the /v1/… admin API, at least 16 characters; unset = /v1/… disabled',
   REDIS_URL: 'redis:// or rediss://, shared by every instance; unset = in memory, one instance',
   REDIS_TIMEOUT_MS: 'how long Redis may stay silent before it counts as unreachable',
   REDIS_SENTINELS: 'host:port,… of Redis Sentinels; the bridge follows the primary they name',

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// `npx edge-ai-bridge [command]`: the installed command around the service (help: bridge/ops/help.ts).
+// `edge-ai-bridge [command]` (`npm run edge-ai-bridge -- …` in a clone): the command around the service
+// (help: bridge/ops/help.ts).
 import { COMMANDS_USAGE, helpText } from './ops/help.js';
 import { VERSION } from './version.js';
 
@@ -12,6 +13,11 @@ switch (command) {
   case 'check': {
     const { runCheck } = await import('./ops/check-cli.js');
     runCheck();
+    break;
+  }
+  case 'config': {
+    const { runConfig } = await import('./ops/config-cli.js');
+    runConfig(args);
     break;
   }
   case 'health': {

@@ -6,6 +6,7 @@ import { startBridge, type RunningBridge } from './app.js';
 import { loadConfig, isLoopback, type Config } from './config/config.js';
 import { infoRequested } from './ops/help.js';
 import { findTypos, typoMessage } from './config/typos.js';
+import { loadedLine } from './config/config-file.js';
 import { createLogger } from './logger.js';
 
 /** Exit 2 with one line per problem, each naming what to fix. */
@@ -31,6 +32,10 @@ async function main(): Promise<void> {
   if (config.heapGrowingPercent > 0) setFlagsFromString(`--heap-growing-percent=${config.heapGrowingPercent}`);
   const logger = createLogger(config.logLevel);
   for (const typo of findTypos(process.env)) logger.warn(typo, typoMessage(typo));
+  if (config.configFile !== undefined) {
+    const { fields, message } = loadedLine(config.configFile, config.file, process.env);
+    logger.info(fields, message);
+  }
   if (!isLoopback(config.mqttHost) && config.allowAnonymous) {
     logger.warn({ host: config.mqttHost }, 'ALLOW_ANONYMOUS=true on a non-loopback listener: any device on the network may connect');
   }

@@ -14,7 +14,7 @@ import { VERSION } from './version.js';
 
 /** The dashboard's ticks (closed after the admin HTTP, which serves them) and its data. */
 export async function openDashboard(
-  { config, identity, log, closers, coordination, upstream, mqtt }: Core,
+  { config, identity, log, closers, coordination, upstream, mqtt, live }: Core,
   { recorder, tickMs, readiness, inFlight }: { recorder: DashboardRecorder; tickMs: number; readiness(): ReadinessState; inFlight(): number },
 ): Promise<DashboardApi> {
   const { instanceId } = identity;
@@ -49,6 +49,7 @@ export async function openDashboard(
     clientIds,
     tokenSet: config.adminToken !== undefined,
     loopback: isLoopback(config.httpHost),
+    timeZone: () => live.budgets.timeZone,
     ...(search ? { askFleet: (q: string) => search.ask(q) } : {}),
   });
 }

@@ -7,7 +7,8 @@ export interface Identity {
   deviceId: string | undefined;
 }
 
-function publishPatterns(identity: Identity): string[] {
+/** The topics `identity` may publish to (MQTT filters); docs/security.md's role table lists them. */
+export function publishPatterns(identity: Identity): string[] {
   switch (identity.role) {
     case 'device':
       return identity.deviceId === undefined ? [] : [`devices/${identity.deviceId}/infer/+`, `devices/${identity.deviceId}/image/#`];
@@ -20,7 +21,8 @@ function publishPatterns(identity: Identity): string[] {
   }
 }
 
-function subscribePatterns(identity: Identity, observerTopics: readonly string[]): readonly string[] {
+/** The filters `identity` may subscribe within; docs/security.md's role table lists them. */
+export function subscribePatterns(identity: Identity, observerTopics: readonly string[]): readonly string[] {
   switch (identity.role) {
     case 'device':
       // Its whole namespace: the result topic and any MQTT 5 response topic it names there.

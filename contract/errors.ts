@@ -43,7 +43,9 @@ export function toBridgeError(err: unknown): BridgeError {
  * retry_after_ms of 1 to 10 s (sooner is pointless against an overload, later a device gives up).
  */
 export function overloaded(cause: string, retryAfterMs: number): BridgeError {
-  return new BridgeError('queue_full', `bridge overloaded (${cause}): retry later`, Math.min(10_000, Math.max(1000, Math.round(retryAfterMs))));
+  // NaN (a window with no reading) would reach the device as null: the shortest wait instead.
+  const ms = Number.isNaN(retryAfterMs) ? 0 : Math.round(retryAfterMs);
+  return new BridgeError('queue_full', `bridge overloaded (${cause}): retry later`, Math.min(10_000, Math.max(1000, ms)));
 }
 
 /** One bad configuration variable, or a bad part of CONFIG_FILE. */

@@ -2,14 +2,17 @@
 // `npm run demo`: the service (with its bundled upstream simulator) on free ports, a fleet
 // of 50 devices at 100 requests/s for 15 s, the result table, then a clean stop. When a
 // bridge already runs here (`npm start`: its admin port answers), the devices go to it
-// instead, within its default upstream budget, so its dashboard shows them.
+// instead, within its default upstream budget, so its dashboard shows them. Its admin port is
+// HTTP_PORT (and HTTP_HOST), as for the bridge, or `--admin URL`; its MQTT port, whatever it
+// is, comes from its /readyz.
 // `npm run demo -- --providers`: the same against two simulated providers, the primary
 // failing 20% of its calls, with recurring questions; it also reports how many calls the
 // fallback served and how many the cache and coalescing saved.
 import { parseArgs } from 'node:util';
 import { runFleet } from './fleet.js';
 import { startServiceProcess } from './service-process.js';
-import { formatTable, parseMix } from './stats.js';
+import { parseMix } from './stats.js';
+import { formatReport } from './summary.js';
 import { startUpstreamSim, type UpstreamSim } from '../upstream-sim/sim.js';
 
 const DEVICES = 50;
@@ -28,40 +31,55 @@ const say = (line: string): void => {
 const RUNNING_RATE = 8;
 const RUNNING_DURATION_S = 60;
 
-/** The MQTT URL of a bridge already running on this machine with an embedded broker, if any. */
-async function runningBridge(httpPort: string): Promise<string | undefined> {
+/** Where a running bridge's admin HTTP would be: `--admin`, else HTTP_HOST:HTTP_PORT as the bridge reads them. */
+function adminUrl(admin: string | undefined, env: NodeJS.ProcessEnv): URL {
+  if (admin !== undefined) return new URL(admin);
+  // A bridge bound to every address answers on loopback.
+  const host = env.HTTP_HOST === undefined || env.HTTP_HOST === '0.0.0.0' || env.HTTP_HOST === '::' ? '127.0.0.1' : env.HTTP_HOST;
+  return new URL(`http://${host.includes(':') ? `[${host}]` : host}:${env.HTTP_PORT ?? '9464'}`);
+}
+
+/** The MQTT URL of a bridge running with an embedded broker at `admin`, if any. */
+async function runningBridge(admin: URL): Promise<string | undefined> {
   try {
-    const res = await fetch(`http://127.0.0.1:${httpPort}/readyz`, { signal: AbortSignal.timeout(1000) });
+    const res = await fetch(new URL('/readyz', admin), { signal: AbortSignal.timeout(1000) });
     const body = (await res.json()) as { ports?: { mqtt?: number } };
-    return body.ports?.mqtt === undefined ? undefined : `mqtt://127.0.0.1:${body.ports.mqtt}`;
+    if (body.ports?.mqtt === undefined) say(`the bridge at ${admin.origin} has no embedded broker (BROKER_URL): starting one of its own`);
+    return body.ports?.mqtt === undefined ? undefined : `mqtt://${admin.hostname}:${body.ports.mqtt}`;
   } catch {
     return undefined;
   }
 }
 
 /** Load on the bridge `npm start` runs: its dashboard shows it. */
-async function onRunning(url: string, httpPort: string): Promise<number> {
-  say(`a bridge runs here: sending to it (${url}); watch it at http://127.0.0.1:${httpPort}/`);
-  say(`${DEVICES} devices, ${RUNNING_RATE} requests/s for ${RUNNING_DURATION_S} s (its default upstream budget is 600/min), mix ${MIX}`);
+async function onRunning(url: string, admin: URL, durationS: number): Promise<number> {
+  say(`a bridge runs here: sending to it (${url}); watch it at ${admin.origin}/`);
+  say(`${DEVICES} devices, ${RUNNING_RATE} requests/s for ${durationS} s (its default upstream budget is 600/min), mix ${MIX}`);
   const report = await runFleet({
     url,
     devices: DEVICES,
     rate: RUNNING_RATE,
-    durationS: RUNNING_DURATION_S,
+    durationS,
     mix: parseMix(MIX),
     qos: 1,
     prefix: 'demo',
     replyTimeoutMs: 30_000,
     onProgress: (line) => say(line),
   });
-  process.stdout.write(`${formatTable(report)}\n`);
+  process.stdout.write(`${formatReport(report)}\n`);
   return report.overall.lost === 0 ? 0 : 1;
 }
 
-async function main(providers: boolean): Promise<number> {
-  const httpPort = process.env.HTTP_PORT ?? '9464';
-  const running = providers ? undefined : await runningBridge(httpPort);
-  if (running !== undefined) return onRunning(running, httpPort);
+interface DemoOptions {
+  providers: boolean;
+  admin: URL;
+  /** Seconds of load; unset: 15 on a bridge of its own, 60 on a running one. */
+  durationS: number | undefined;
+}
+
+async function main({ providers, admin, durationS }: DemoOptions): Promise<number> {
+  const running = providers ? undefined : await runningBridge(admin);
+  if (running !== undefined) return onRunning(running, admin, durationS ?? RUNNING_DURATION_S);
   const sims: UpstreamSim[] = [];
   // The demo sends 6000 requests/min; the default upstream budget (600/min) would queue them.
   const env: Record<string, string> = { RATE_LIMIT_RPM: '60000', LOG_LEVEL: 'info' };
@@ -77,13 +95,13 @@ async function main(providers: boolean): Promise<number> {
   const service = await startServiceProcess(env);
   const url = `mqtt://127.0.0.1:${service.mqttPort}`;
   say(`service up (MQTT ${url}); watch it at http://127.0.0.1:${service.httpPort}/`);
-  say(`${DEVICES} devices, ${RATE} requests/s for ${DURATION_S} s, mix ${MIX}${providers ? `, ${QUESTIONS} distinct questions` : ''}`);
+  say(`${DEVICES} devices, ${RATE} requests/s for ${durationS ?? DURATION_S} s, mix ${MIX}${providers ? `, ${QUESTIONS} distinct questions` : ''}`);
   try {
     const report = await runFleet({
       url,
       devices: DEVICES,
       rate: RATE,
-      durationS: DURATION_S,
+      durationS: durationS ?? DURATION_S,
       mix: parseMix(MIX),
       qos: 1,
       prefix: 'demo',
@@ -91,7 +109,7 @@ async function main(providers: boolean): Promise<number> {
       ...(providers ? { questions: QUESTIONS } : {}),
       onProgress: (line) => say(line),
     });
-    process.stdout.write(`${formatTable(report)}\n`);
+    process.stdout.write(`${formatReport(report)}\n`);
     if (providers) {
       const [primary, fallback] = sims.map((s) => s.stats()) as [ReturnType<UpstreamSim['stats']>, ReturnType<UpstreamSim['stats']>];
       const answered = (primary.byStatus['200'] ?? 0) + (fallback.byStatus['200'] ?? 0);
@@ -111,8 +129,13 @@ async function main(providers: boolean): Promise<number> {
   }
 }
 
-const { values } = parseArgs({ options: { providers: { type: 'boolean' } } });
-main(values.providers === true).then(
+const { values } = parseArgs({ options: { providers: { type: 'boolean' }, admin: { type: 'string' }, duration: { type: 'string' } } });
+const durationS = values.duration === undefined ? undefined : Number(values.duration);
+if (durationS !== undefined && !(durationS > 0)) {
+  say(`--duration must be a number of seconds over 0, not ${values.duration}`);
+  process.exit(2);
+}
+main({ providers: values.providers === true, admin: adminUrl(values.admin, process.env), durationS }).then(
   (code) => process.exit(code),
   (err: unknown) => {
     say(err instanceof Error ? err.message : String(err));

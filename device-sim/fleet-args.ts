@@ -2,8 +2,9 @@
 // then the option checks; a bad value is a UsageError naming the option.
 import { parseArgs } from 'node:util';
 import { TEMPLATE_NAME_PATTERN, UsageError } from '../contract/index.js';
+import { checkLogins, ID_PLACEHOLDER, readPasswordFile } from './credentials.js';
 import { frameSource } from './frames.js';
-import { checkFleetOptions, FLEET_DEFAULTS, type FleetOptions } from './fleet-options.js';
+import { checkFleetOptions, deviceIds, FLEET_DEFAULTS, type FleetOptions } from './fleet-options.js';
 import { parseMix, type Mix } from './stats.js';
 
 export interface FleetArgs extends FleetOptions {
@@ -21,7 +22,7 @@ const MAX_IDLE = 1_000_000;
 /** The options that take a value (and the flags --json and --stream). */
 const STRING_OPTIONS = [
   'mix', 'qos', 'seed', 'url', 'devices', 'rate', 'duration', 'reply-timeout', 'connect-concurrency',
-  'prefix', 'idle', 'workers', 'username', 'password', 'questions', 'ttl-ms', 'images', 'template',
+  'prefix', 'idle', 'workers', 'username', 'password', 'password-file', 'questions', 'ttl-ms', 'images', 'template',
 ] as const;
 
 function parseNumber(option: string, raw: string | undefined, fallback: number): number {
@@ -87,16 +88,31 @@ export function parseFleetArgs(argv: readonly string[]): FleetArgs {
     prefix: raw('prefix') ?? FLEET_DEFAULTS.prefix,
     idle: num('idle', 0),
     workers: num('workers', 0),
-    ...(raw('username') === undefined ? {} : { username: raw('username') as string }),
+    ...readUsername(raw('username'), values['username-from-id'] === true),
     ...(raw('password') === undefined ? {} : { password: raw('password') as string }),
+    ...(raw('password-file') === undefined ? {} : { passwordFile: readPasswordFile(raw('password-file') as string) }),
+    ...(values.mqtt5 === true ? { mqtt5: true } : {}),
     ...readQuestions(raw('questions')),
     ...(raw('ttl-ms') === undefined ? {} : { ttlMs: num('ttl-ms', 0) }),
     ...readImages(raw('images'), raw('template')),
     ...(values.stream === true ? { stream: true } : {}),
   };
-  const problem = checkFleetOptions(opts) ?? checkRunMode(opts);
+  const problem = checkFleetOptions(opts) ?? checkRunMode(opts) ?? checkLogins(opts, everyDevice(opts));
   if (problem !== null) throw new UsageError(problem);
   return opts;
+}
+
+/** --username NAME (which may hold {id}), or --username-from-id: each device's id is its user name. */
+function readUsername(raw: string | undefined, fromId: boolean): Pick<FleetArgs, 'username'> {
+  if (!fromId) return raw === undefined ? {} : { username: raw };
+  if (raw !== undefined) throw new UsageError(`--username-from-id: leave out --username (or write ${ID_PLACEHOLDER} in --username)`);
+  return { username: ID_PLACEHOLDER };
+}
+
+/** Every client id the run connects: the fleet's devices and the idle ones. */
+function everyDevice(opts: FleetArgs): string[] {
+  const prefix = opts.prefix ?? FLEET_DEFAULTS.prefix;
+  return [...deviceIds(prefix, opts.devices), ...Array.from({ length: opts.idle }, (_, i) => `${prefix}-idle-${i + 1}`)];
 }
 
 function readCommandLine(argv: readonly string[]): Record<string, string | boolean | undefined> {
@@ -109,6 +125,8 @@ function readCommandLine(argv: readonly string[]): Record<string, string | boole
         ...Object.fromEntries(STRING_OPTIONS.map((flag) => [flag, { type: 'string' as const }])),
         json: { type: 'boolean' },
         stream: { type: 'boolean' },
+        mqtt5: { type: 'boolean' },
+        'username-from-id': { type: 'boolean' },
       },
     }).values;
   } catch (err) {
@@ -134,5 +152,6 @@ function checkRunMode(opts: FleetArgs): string | null {
   if (opts.questions !== undefined) return '--workers: every request text is distinct; --questions needs --workers 0';
   if (opts.images !== undefined) return '--workers: the fast fleet sends chat requests; --images needs --workers 0';
   if (opts.stream === true) return '--workers: the fast fleet reads no streams; --stream needs --workers 0';
+  if (opts.mqtt5 === true) return '--workers: the fast fleet speaks MQTT 3.1.1; --mqtt5 needs --workers 0';
   return null;
 }

@@ -1,45 +1,113 @@
-// One simulated device of the fleet as MQTT sees it: connect and subscribe to its result
-// topic, the request it publishes, reading a reply, and a clean end.
+// One simulated device of the fleet as MQTT sees it: connect with its own login and subscribe
+// to its result topic, noting refusals and drops, the request it publishes, reading a reply,
+// and a clean end.
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { type InferRequest, ReplySchema, StreamChunkSchema, topics } from '../contract/index.js';
+import { loginOf } from './credentials.js';
+import {
+  describeConnectError,
+  noteConnectFailure,
+  noteDisconnect,
+  noteStatus,
+  noteSubscriptionRefused,
+  reasonName,
+  type Diagnosis,
+} from './diagnosis.js';
 import type { FleetOptions } from './fleet-options.js';
 import type { Outcome } from './stats.js';
 
+/** What a device reports to its run. */
+export interface DeviceEvents {
+  onMessage: (device: string, topic: string, payload: Buffer) => void;
+  diagnosis: Diagnosis;
+  /** This device also reads bridge/+/status (one per fleet is enough). */
+  watchStatus: boolean;
+}
+
+const STATUS_FILTER = topics.status('+');
+
 const END_GRACE_MS = 2_000;
 
-export async function connectDevice(
-  opts: FleetOptions,
-  id: string,
-  onMessage: (device: string, topic: string, payload: Buffer) => void,
-): Promise<MqttClient> {
+export async function connectDevice(opts: FleetOptions, id: string, events: DeviceEvents): Promise<MqttClient> {
+  const login = loginOf(opts, id);
   const connectOpts: IClientOptions = {
     clientId: id,
     clean: true,
     connectTimeout: 10_000,
     // Reconnect during the run like a real device would; replies missed meanwhile count as lost.
     reconnectPeriod: 1_000,
+    protocolVersion: opts.mqtt5 === true ? 5 : 4,
+    ...login,
   };
-  if (opts.username !== undefined) connectOpts.username = opts.username;
-  if (opts.password !== undefined) connectOpts.password = opts.password;
-  // No retries for the first connect: a wrong URL or credentials should fail the run at once.
-  const client = await mqtt.connectAsync(opts.url, connectOpts, false);
-  disableNagle(client);
-  client.on('connect', () => disableNagle(client));
+  let client: MqttClient;
   try {
-    client.on('message', (topic, payload) => onMessage(id, topic, payload));
-    // Replies published before the subscription exists would be dropped, so subscribe first.
-    const filters = { [topics.result(id)]: { qos: 1 as const }, ...(opts.stream ? { [topics.stream(id)]: { qos: 0 as const } } : {}) };
-    const grants = await client.subscribeAsync(filters);
-    const refused = grants.find((g) => g.qos === 128);
-    if (refused !== undefined) throw new Error(`subscription to ${refused.topic} refused by the broker`);
+    // No retries for the first connect: a wrong URL or credentials should fail the run at once.
+    client = await mqtt.connectAsync(opts.url, connectOpts, false);
+  } catch (err) {
+    throw new Error(describeConnectError(err, opts.url, login.username));
+  }
+  disableNagle(client);
+  watchConnection(client, id, events.diagnosis);
+  const { diagnosis } = events;
+  client.on('message', (topic, payload) => {
+    if (topic.startsWith('bridge/')) noteStatus(diagnosis, payload);
+    else events.onMessage(id, topic, payload);
+  });
+  // Replies published before the subscription exists would be dropped, so subscribe first.
+  const filters = { [topics.result(id)]: { qos: 1 as const }, ...(opts.stream ? { [topics.stream(id)]: { qos: 0 as const } } : {}) };
+  try {
+    // A refused result topic is noted, not fatal: the run goes on and its hint says why nothing came.
+    await subscribeNoting(client, filters, (topic, code) => noteSubscriptionRefused(diagnosis, id, topic, code));
+    if (events.watchStatus) {
+      await subscribeNoting(client, { [STATUS_FILTER]: { qos: 0 } }, () => {
+        diagnosis.statusRefused = true;
+      });
+    }
   } catch (err) {
     client.end(true);
     throw err;
   }
-  client.on('error', () => {
-    // Reconnects report errors here; without a listener they would crash the process.
-  });
   return client;
+}
+
+/** Subscribes; a refused filter (SUBACK 0x80 and up) goes to `onRefused` with its code. */
+async function subscribeNoting(client: MqttClient, filters: Record<string, { qos: 0 | 1 }>, onRefused: (topic: string, code: number) => void): Promise<void> {
+  // mqtt.js rejects the whole SUBSCRIBE when one filter is refused; ask one filter at a time.
+  for (const [topic, options] of Object.entries(filters)) {
+    try {
+      const grants = await client.subscribeAsync({ [topic]: options });
+      const refused = grants.find((g) => g.qos >= 0x80);
+      if (refused !== undefined) onRefused(topic, refused.qos);
+    } catch (err) {
+      // mqtt.js rejects a refused SUBSCRIBE with the SUBACK attached.
+      const code = (err as { packet?: { granted?: unknown[] } }).packet?.granted?.find((c): c is number => typeof c === 'number' && c >= 0x80);
+      if (code === undefined) throw err;
+      onRefused(topic, code);
+    }
+  }
+}
+
+/** Notes connections the broker closes during the run (with an MQTT 5 DISCONNECT's reason) and failed reconnects. */
+function watchConnection(client: MqttClient, id: string, diagnosis: Diagnosis): void {
+  let connected = true;
+  let reason = 'connection closed by the broker';
+  client.on('connect', () => {
+    connected = true;
+    reason = 'connection closed by the broker';
+    disableNagle(client);
+  });
+  client.on('disconnect', (packet) => {
+    reason = `DISCONNECT ${reasonName(packet.reasonCode ?? 0)}${packet.properties?.reasonString === undefined ? '' : ` "${packet.properties.reasonString}"`}`;
+  });
+  client.on('close', () => {
+    // end() sets `disconnecting`: a close the run asked for is no drop.
+    if (connected && !client.disconnecting) noteDisconnect(diagnosis, id, reason);
+    connected = false;
+  });
+  client.on('error', (err) => {
+    // Reconnects report errors here; without a listener they would crash the process.
+    if (!client.disconnecting) noteConnectFailure(diagnosis, id, err.message);
+  });
 }
 
 export async function endClient(client: MqttClient): Promise<void> {

@@ -1,9 +1,11 @@
 // The device fleet's options, their defaults and checks, and the naming helpers (device
 // ids, a URL fit for reports) the run and the command line share.
 import { DEVICE_ID_PATTERN, PRIORITIES } from '../contract/index.js';
+import type { LoginOptions } from './credentials.js';
+import type { LiveCounts } from './progress.js';
 import type { Mix } from './stats.js';
 
-export interface FleetOptions {
+export interface FleetOptions extends LoginOptions {
   /** mqtt://, mqtts://, ws:// or wss:// broker URL. */
   url: string;
   devices: number;
@@ -12,8 +14,8 @@ export interface FleetOptions {
   durationS: number;
   mix: Mix;
   qos: 0 | 1 | 2;
-  username?: string;
-  password?: string;
+  /** Devices speak MQTT 5, so a refused publish shows its PUBACK reason; 3.1.1 by default. */
+  mqtt5?: boolean;
   /** A request with no reply this long after it was sent is lost; default 60000. */
   replyTimeoutMs?: number;
   /** Connections opened at once; default 50, so 1000 devices do not stampede the broker. */
@@ -45,6 +47,8 @@ export interface FleetOptions {
   stream?: boolean;
   /** Progress lines (connecting, sending, waiting); the CLI sends them to stderr. */
   onProgress?: (line: string) => void;
+  /** Called once sending starts, with a reader of the live counts (the CLI's progress line). */
+  onLive?: (read: () => LiveCounts) => void;
 }
 
 export const FLEET_DEFAULTS = {
@@ -110,7 +114,9 @@ export function checkFleetOptions(opts: FleetOptions): string | null {
   if (prefix.length > MAX_PREFIX_LENGTH || !DEVICE_ID_PATTERN.test(prefix)) {
     return `--prefix: must be 1 to ${MAX_PREFIX_LENGTH} characters of A-Za-z0-9_-, got "${prefix}"`;
   }
-  if (opts.password !== undefined && opts.username === undefined) return '--password: needs --username too';
+  if (opts.password !== undefined && opts.username === undefined) return '--password: needs --username (or --username-from-id) too';
+  if (opts.passwordFile !== undefined && opts.username === undefined) return '--password-file: needs --username-from-id (or --username)';
+  if (opts.passwordFile !== undefined && opts.password !== undefined) return '--password-file: leave out --password (the file gives it)';
   if (opts.stream === true && opts.images !== undefined) return '--stream: a raw image is answered on the result topic only; leave out --images';
   if (opts.ttlMs !== undefined && !(Number.isInteger(opts.ttlMs) && opts.ttlMs >= 1)) {
     return `--ttl-ms: must be a positive integer of milliseconds, got ${opts.ttlMs}`;

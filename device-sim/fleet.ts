@@ -3,8 +3,10 @@
 import { performance } from 'node:perf_hooks';
 import type { MqttClient } from 'mqtt';
 import { type Priority, topics } from '../contract/index.js';
+import { emptyDiagnosis, notePublishRefused, type Diagnosis } from './diagnosis.js';
 import { connectDevice, endClient, firstChunkOf, readReply, requestPayload } from './fleet-device.js';
 import { checkFleetOptions, deviceIds, FLEET_DEFAULTS, redactUrl, type FleetOptions } from './fleet-options.js';
+import type { LiveCounts } from './progress.js';
 import {
   buildReport,
   emptyTally,
@@ -43,6 +45,7 @@ interface Run {
   progress: (line: string) => void;
   random: () => number;
   tally: Tally;
+  diagnosis: Diagnosis;
   devices: Map<string, Device>;
   /** Requests sent and not yet settled (replied to, or failed to publish). */
   outstanding: number;
@@ -84,7 +87,7 @@ export async function runFleet(opts: FleetOptions): Promise<FleetReport> {
       device.pending.clear();
     }
     run.outstanding = 0;
-    return buildReport(run.tally, (Math.max(sendEnd, run.lastReplyAt) - start) / 1000, reportConfig(run));
+    return buildReport(run.tally, (Math.max(sendEnd, run.lastReplyAt) - start) / 1000, reportConfig(run), run.diagnosis);
   } finally {
     run.progress(`closing ${run.devices.size} connections`);
     await Promise.all([...run.devices.values()].map((d) => endClient(d.client)));
@@ -99,6 +102,7 @@ function newRun(opts: FleetOptions): Run {
     progress: opts.onProgress ?? ((): void => {}),
     random: opts.seed === undefined ? Math.random : seededRandom(opts.seed),
     tally: emptyTally(),
+    diagnosis: emptyDiagnosis(true),
     devices: new Map(),
     outstanding: 0,
     lastReplyAt: 0,
@@ -112,9 +116,11 @@ async function connectAll(run: Run, ids: string[], concurrency: number): Promise
   let connectError: unknown = null;
   const worker = async (): Promise<void> => {
     while (connectError === null && next < ids.length) {
-      const id = ids[next++] as string;
+      const id = ids[next] as string;
+      const events = { onMessage: (deviceId: string, topic: string, payload: Buffer) => onMessage(run, deviceId, topic, payload), diagnosis: run.diagnosis, watchStatus: next === 0 };
+      next += 1;
       try {
-        const client = await connectDevice(run.opts, id, (deviceId, topic, payload) => onMessage(run, deviceId, topic, payload));
+        const client = await connectDevice(run.opts, id, events);
         run.devices.set(id, { id, client, pending: new Map(), seq: 0 });
       } catch (err) {
         connectError ??= new Error(`device ${id}: ${err instanceof Error ? err.message : String(err)}`);
@@ -164,6 +170,7 @@ async function sendOnSchedule(run: Run, fleet: Device[]): Promise<{ start: numbe
   const total = Math.max(1, Math.round(rate * durationS));
   const intervalMs = 1000 / rate;
   run.progress(`sending ${total} requests at ${rate}/s for ${durationS} s`);
+  run.opts.onLive?.(() => liveCounts(run));
   // Send k is due at start + k·interval: a late timer catches up instead of shifting the schedule.
   const start = performance.now();
   let k = 0;
@@ -188,11 +195,26 @@ function sendOne(run: Run, device: Device): void {
   const [topic, payload] = images
     ? [topics.image(device.id, priority, images.template, request.id), images.frame(device.seq)]
     : [topics.infer(device.id, priority), JSON.stringify(request)];
-  device.client.publish(topic, payload, { qos: opts.qos }, (err) => {
+  device.client.publish(topic, payload, { qos: opts.qos }, (err, packet) => {
     if (err === undefined || err === null) return;
+    // An MQTT 5 PUBACK with a reason code: the broker refused the publish.
+    const code = (err as { code?: unknown }).code;
+    const refused = typeof code === 'number';
+    if (refused) notePublishRefused(run.diagnosis, device.id, code, (packet as { properties?: { reasonString?: string } } | undefined)?.properties?.reasonString);
     // Only count it if no reply beat the failure report.
-    if (settle(run, device, request.id) !== null) recordFailure(tally, priority, 'publish_failed');
+    if (settle(run, device, request.id) !== null) recordFailure(tally, priority, refused ? 'publish_refused' : 'publish_failed');
   });
+}
+
+/** What the progress line shows: every priority's counts summed, and what is in flight. */
+function liveCounts(run: Run): LiveCounts {
+  const counts: LiveCounts = { sent: 0, ok: 0, errors: {}, inFlight: run.outstanding, diagnosis: run.diagnosis };
+  for (const t of Object.values(run.tally)) {
+    counts.sent += t.sent;
+    counts.ok += t.ok;
+    for (const [code, n] of Object.entries(t.errors)) counts.errors[code] = (counts.errors[code] ?? 0) + n;
+  }
+  return counts;
 }
 
 /** Waits until every reply is in, or the reply timeout after the last send. */
@@ -221,6 +243,8 @@ function reportConfig(run: Run): ReportConfig {
     qos: opts.qos,
     replyTimeoutMs: run.replyTimeoutMs,
     prefix: run.prefix,
+    workers: 0,
+    ...(opts.mqtt5 === true ? { mqtt5: true as const } : {}),
     ...(opts.ttlMs === undefined ? {} : { ttlMs: opts.ttlMs }),
     ...(opts.stream === true ? { stream: true as const } : {}),
   };

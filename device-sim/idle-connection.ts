@@ -4,6 +4,7 @@
 import { connect, type Socket } from 'node:net';
 import { generate, parser, type Packet } from 'mqtt-packet';
 import { topics } from '../contract/index.js';
+import type { Login } from './credentials.js';
 import { loopbackSource, type SourceEndpoint } from './idle-source.js';
 
 export const PROGRESS_EVERY = 1000;
@@ -16,8 +17,7 @@ export interface IdleSettings {
   perAddress: number;
   keepaliveS: number;
   handshakeTimeoutMs: number;
-  username: string | undefined;
-  password: Buffer | undefined;
+  login: (clientId: string) => Login;
   onProgress: ((connected: number) => void) | undefined;
   onMessage: ((clientId: string, topic: string, payload: Buffer) => void) | undefined;
 }
@@ -95,8 +95,9 @@ function watch(fleet: IdleFleetState, device: Device, index: number): void {
 
 function connectPacket(settings: IdleSettings, clientId: string): Packet {
   const packet: Packet = { cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clientId, clean: true, keepalive: settings.keepaliveS };
-  if (settings.username !== undefined) packet.username = settings.username;
-  if (settings.password !== undefined) packet.password = settings.password;
+  const { username, password } = settings.login(clientId);
+  if (username !== undefined) packet.username = username;
+  if (password !== undefined) packet.password = Buffer.from(password, 'utf8');
   return packet;
 }
 

@@ -4,6 +4,7 @@
 // the generator must not be what runs out first).
 import type { Socket } from 'node:net';
 import { generate } from 'mqtt-packet';
+import type { Login } from './credentials.js';
 import { connectOne, PROGRESS_EVERY, type IdleFleetState, type IdleSettings } from './idle-connection.js';
 import { DEFAULT_PER_SOURCE_ADDRESS, loopbackSource, resolveTarget } from './idle-source.js';
 
@@ -17,6 +18,8 @@ export interface IdleOptions {
   prefix?: string;
   username?: string;
   password?: string;
+  /** Each device's login by client id, instead of `username` and `password`. */
+  login?: (clientId: string) => Login;
   /** Handshakes (connect, CONNACK, SUBACK) in flight at once; default 200. */
   concurrency?: number;
   /** MQTT keep-alive asked for; default 300 s (the bridge accepts up to KEEPALIVE_LIMIT_S). */
@@ -99,8 +102,7 @@ async function resolveSettings(opts: IdleOptions, concurrency: number): Promise<
     perAddress,
     keepaliveS,
     handshakeTimeoutMs: opts.handshakeTimeoutMs ?? IDLE_DEFAULTS.handshakeTimeoutMs,
-    username: opts.username,
-    password: opts.password === undefined ? undefined : Buffer.from(opts.password, 'utf8'),
+    login: opts.login ?? ((): Login => ({ ...(opts.username === undefined ? {} : { username: opts.username }), ...(opts.password === undefined ? {} : { password: opts.password }) })),
     onProgress: opts.onProgress,
     onMessage: opts.onMessage,
   };

@@ -4,12 +4,13 @@ import type { ReplyCounts } from './stats.js';
 
 export interface WorkerInit {
   host: string;
-  devices: Array<{ id: string; port: number }>;
+  /** Each device's id, broker port and login. */
+  devices: Array<{ id: string; port: number; username?: string; password?: string }>;
   /** Request ids are `${tag}${seq in base 36}`; unique per worker and run. */
   tag: string;
   mix: Record<Priority, number>;
-  username?: string;
-  password?: string;
+  /** The worker's first device also subscribes to bridge/+/status (the first worker's only). */
+  watchStatus: boolean;
 }
 
 export interface StepCommand {
@@ -47,12 +48,17 @@ export interface StepReport extends ReplyCounts {
   /** Per priority (PRIORITIES order): `expired` replies, and replies later than the step's ttl_ms + 100 ms. */
   expired: number[];
   late: number[];
+  /** Per priority (PRIORITIES order): what the step's requests came to. */
+  byPriority: ReplyCounts[];
+  /** Bridges whose status the watching device read (instance → state), and whether it was refused. */
+  bridges: Record<string, string>;
+  statusRefused: boolean;
 }
 
 export type WorkerReply =
   | { type: 'connected'; devices: number }
   | { type: 'step'; report: StepReport }
-  | { type: 'progress'; sent: number; answered: number }
+  | { type: 'progress'; sent: number; ok: number; errors: Record<string, number> }
   | { type: 'drained'; pending: number }
   | { type: 'closed' }
   | { type: 'error'; message: string };

@@ -8,15 +8,17 @@ import * as mqttPacket from 'mqtt-packet';
 import * as hdr from 'hdr-histogram-js';
 import { PRIORITIES, type Priority } from '../contract/index.js';
 import { encodedTopic, publishFrame, pubackFrame } from './mqtt-frames.js';
-import { isLate } from './stats.js';
+import { isLate, type ReplyCounts } from './stats.js';
 import type { StepCommand, StepReport, WorkerInit, WorkerMessage, WorkerReply } from './load-protocol.js';
 
 const init = workerData as WorkerInit;
 const port = parentPort!;
 
+type DeviceSpec = WorkerInit['devices'][number];
+
 interface Device {
   id: string;
-  port: number;
+  spec: DeviceSpec;
   socket: Socket;
   /** PUBLISH topic per priority, encoded once. */
   topics: Buffer[];
@@ -51,6 +53,8 @@ interface Tally {
   /** Per priority: `expired` replies, and replies after the deadline + 100 ms (stats.ts isLate). */
   expired: number[];
   late: number[];
+  /** Per priority: sent, ok, errors (lost is counted at the end of the step). */
+  counts: ReplyCounts[];
 }
 
 const newTally = (): Tally => ({
@@ -60,7 +64,11 @@ const newTally = (): Tally => ({
   duplicates: 0,
   expired: PRIORITIES.map(() => 0),
   late: PRIORITIES.map(() => 0),
+  counts: PRIORITIES.map(() => ({ sent: 0, ok: 0, errors: {}, lost: 0 })),
 });
+/** Bridges whose status the watching device read: instance → state. */
+const bridges: Record<string, string> = {};
+let statusRefused = false;
 /** The current step's ttl_ms, carried by each of its requests; undefined = none. */
 let ttlMs: number | undefined;
 /** `,"ttl_ms":N` as it goes into each request of the step, or nothing. */
@@ -113,20 +121,40 @@ function onReply(payload: Buffer): void {
   const priority = priorityOf[seq]!;
   if (sent >= recordFrom) tally.histograms[priority]!.recordValue(Math.max(1, Math.round((now - sent) * 1000)));
   if (isLate(now - sent, ttlMs)) tally.late[priority]! += 1;
-  if (ok) tally.ok += 1;
-  else {
+  const counts = tally.counts[priority]!;
+  if (ok) {
+    tally.ok += 1;
+    counts.ok += 1;
+  } else {
     tally.errors[code] = (tally.errors[code] ?? 0) + 1;
+    counts.errors[code] = (counts.errors[code] ?? 0) + 1;
     if (code === 'expired') tally.expired[priority]! += 1;
   }
 }
 
-function connectDevice({ id, port: brokerPort }: { id: string; port: number }): Promise<Device> {
+function onStatus(payload: Buffer): void {
+  try {
+    const status = JSON.parse(payload.toString('utf8')) as { instance?: unknown; state?: unknown };
+    if (typeof status.instance === 'string' && typeof status.state === 'string') bridges[status.instance] = status.state;
+  } catch {
+    // Not a bridge's status.
+  }
+}
+
+/** Why a connect failed, saying what to do about it. */
+function connectFailure(err: NodeJS.ErrnoException, brokerPort: number): Error {
+  if (err.code !== 'ECONNREFUSED') return err;
+  return new Error(`connection refused by ${init.host}:${brokerPort}: nothing listens there (start the bridge, or point --url at its broker)`);
+}
+
+function connectDevice(spec: DeviceSpec, watchStatus = false): Promise<Device> {
+  const { id, port: brokerPort } = spec;
   return new Promise((resolve, reject) => {
     const socket = connect({ host: init.host, port: brokerPort, noDelay: true });
     const parser = mqttPacket.parser({ protocolVersion: 4 });
     const device: Device = {
       id,
-      port: brokerPort,
+      spec,
       socket,
       topics: PRIORITIES.map((p) => encodedTopic(`devices/${id}/infer/${p}`)),
       packetId: 0,
@@ -134,7 +162,7 @@ function connectDevice({ id, port: brokerPort }: { id: string; port: number }): 
     };
     let ready = false;
     const fail = (err: Error): void => {
-      if (!ready) return reject(new Error(`${id}: ${err.message}`));
+      if (!ready) return reject(new Error(`${id}: ${connectFailure(err, brokerPort).message}`));
       if (device.dead || closing) return;
       device.dead = true;
       disconnects += 1;
@@ -146,19 +174,21 @@ function connectDevice({ id, port: brokerPort }: { id: string; port: number }): 
     parser.on('error', fail);
     parser.on('packet', (packet) => {
       switch (packet.cmd) {
-        case 'connack':
-          if (packet.returnCode !== 0) return fail(new Error(`CONNACK ${packet.returnCode}`));
-          socket.write(
-            mqttPacket.generate({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: `devices/${id}/result`, qos: 1 }] }),
-          );
+        case 'connack': {
+          if (packet.returnCode !== 0) return fail(new Error(refusedLogin(spec, packet.returnCode ?? 0)));
+          const subscriptions = [{ topic: `devices/${id}/result`, qos: 1 as const }, ...(watchStatus ? [{ topic: 'bridge/+/status', qos: 0 as const }] : [])];
+          socket.write(mqttPacket.generate({ cmd: 'subscribe', messageId: 1, subscriptions }));
           return;
+        }
         case 'suback':
-          if (packet.granted[0] === 128) return fail(new Error('subscription refused'));
+          if (packet.granted[0] === 128) return fail(new Error(`subscription to devices/${id}/result refused by the broker (SUBACK 128)`));
+          if (packet.granted[1] === 128) statusRefused = true;
           ready = true;
           return resolve(device);
         case 'publish':
           if (packet.qos > 0 && packet.messageId !== undefined) socket.write(pubackFrame(packet.messageId));
-          onReply(packet.payload as Buffer);
+          if (packet.topic.startsWith('bridge/')) onStatus(packet.payload as Buffer);
+          else onReply(packet.payload as Buffer);
           return;
         default:
           return;
@@ -173,10 +203,16 @@ function connectDevice({ id, port: brokerPort }: { id: string; port: number }): 
       // Aedes refuses 0 when KEEPALIVE_LIMIT_S is set; a run never idles this long.
       keepalive: 300,
     };
-    if (init.username !== undefined) connectPacket.username = init.username;
-    if (init.password !== undefined) connectPacket.password = Buffer.from(init.password);
+    if (spec.username !== undefined) connectPacket.username = spec.username;
+    if (spec.password !== undefined) connectPacket.password = Buffer.from(spec.password);
     socket.write(mqttPacket.generate(connectPacket));
   });
+}
+
+function refusedLogin(spec: DeviceSpec, code: number): string {
+  const who = spec.username === undefined ? 'an anonymous login' : `the login of user "${spec.username}"`;
+  const why = { 4: 'bad user name or password', 5: 'not authorized' }[code] ?? 'refused';
+  return `the broker refused ${who}: ${why} (CONNACK ${code}); check --username, --password or --password-file`;
 }
 
 let devices: Device[] = [];
@@ -226,6 +262,7 @@ function sendOne(): void {
   device.packetId = device.packetId === 0xffff ? 1 : device.packetId + 1;
   sentAt[seq] = performance.now();
   priorityOf[seq] = priority;
+  tally.counts[priority]!.sent += 1;
   state[seq] = State.Pending;
   pendingCount += 1;
   stepPending += 1;
@@ -242,7 +279,7 @@ async function reconnectDropped(): Promise<void> {
     const device = devices[i]!;
     if (!device.dead) continue;
     try {
-      devices[i] = await connectDevice({ id: device.id, port: device.port });
+      devices[i] = await connectDevice(device.spec, i === 0 && init.watchStatus);
     } catch {
       // Still refused: it stays dead and this step sends on the others.
     }
@@ -262,8 +299,7 @@ async function runStep(step: StepCommand): Promise<StepReport> {
   let maxBehind = 0;
   let scheduled = 0;
   const progress = setInterval(() => {
-    const answered = tally.ok + Object.values(tally.errors).reduce((a, b) => a + b, 0);
-    port.postMessage({ type: 'progress', sent: nextSeq - stepFirstSeq, answered } satisfies WorkerReply);
+    port.postMessage({ type: 'progress', sent: nextSeq - stepFirstSeq, ok: tally.ok, errors: tally.errors } satisfies WorkerReply);
   }, 500);
   // Paced against the clock, not by fixed intervals, so timer jitter does not lower the rate.
   for (;;) {
@@ -282,6 +318,7 @@ async function runStep(step: StepCommand): Promise<StepReport> {
   while (performance.now() < waitUntil && stepPending > 0) await sleep(20);
   clearInterval(progress);
   const lost = stepPending;
+  for (let seq = stepFirstSeq; seq < nextSeq; seq += 1) if (state[seq] === State.Pending) tally.counts[priorityOf[seq]!]!.lost += 1;
   return {
     sent,
     sendMs,
@@ -296,6 +333,9 @@ async function runStep(step: StepCommand): Promise<StepReport> {
     histograms: tally.histograms.map((h) => hdr.encodeIntoCompressedBase64(h)),
     expired: tally.expired,
     late: tally.late,
+    byPriority: tally.counts,
+    bridges,
+    statusRefused,
   };
 }
 
@@ -308,7 +348,7 @@ port.on('message', (message: WorkerMessage) => {
         const connected: Device[] = [];
         // A few connects in flight at once: a stampede of CONNECTs measures nothing useful.
         for (let i = 0; i < ids.length; i += 50) {
-          connected.push(...(await Promise.all(ids.slice(i, i + 50).map(connectDevice))));
+          connected.push(...(await Promise.all(ids.slice(i, i + 50).map((spec, j) => connectDevice(spec, i + j === 0 && init.watchStatus)))));
         }
         devices = connected;
         port.postMessage({ type: 'connected', devices: devices.length } satisfies WorkerReply);

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import * as hdr from 'hdr-histogram-js';
 import { PRIORITIES, type Priority } from '../contract/index.js';
 import type { StepReport, WorkerInit, WorkerMessage, WorkerReply } from './load-protocol.js';
+import type { Login } from './credentials.js';
 import type { LatencySummary, ReplyCounts } from './stats.js';
 
 export interface LoadOptions {
@@ -18,8 +19,8 @@ export interface LoadOptions {
   mix: Record<Priority, number>;
   /** Device ids are `${prefix}-${n}`. */
   prefix: string;
-  username?: string;
-  password?: string;
+  /** Each device's broker login; none by default. */
+  login?: (deviceId: string) => Login;
 }
 
 export interface StepSummary extends ReplyCounts {
@@ -31,13 +32,18 @@ export interface StepSummary extends ReplyCounts {
   firstDisconnect?: string;
   /** Replies per second over the sending window. */
   achievedRate: number;
+  /** The sending window, measured (the longest worker's). */
+  sendS: number;
   latencyMs: LatencySummary;
   /** The ttl_ms every request of the step carried; absent when none did. */
   ttlMs?: number;
   /** With ttlMs: replies, ok or not, more than 100 ms after publish + ttl_ms (stats.ts isLate). */
   late: number;
   /** Per priority; `expired`: error replies with that code (also in `errors`). */
-  byPriority: Record<Priority, { answered: number; latencyMs: LatencySummary | null; expired: number; late: number }>;
+  byPriority: Record<Priority, ReplyCounts & { answered: number; latencyMs: LatencySummary | null; expired: number; late: number }>;
+  /** Bridges whose status the first device read on bridge/+/status (instance → state), and whether it was refused. */
+  bridges: Record<string, string>;
+  statusRefused: boolean;
   /** Most requests any worker fell behind its schedule: large values mean the generator was the limit. */
   generatorBehind: number;
 }
@@ -54,6 +60,9 @@ export interface StepProgress {
   elapsedS: number;
   sent: number;
   answered: number;
+  ok: number;
+  /** Error replies by code. */
+  errors: Record<string, number>;
 }
 
 export interface LoadFleet {
@@ -79,13 +88,13 @@ function workerScript(): string {
 
 class WorkerHandle {
   private waiting: { type: WorkerReply['type']; resolve: (r: WorkerReply) => void; reject: (e: Error) => void } | null = null;
-  progress = { sent: 0, answered: 0 };
+  progress: { sent: number; ok: number; errors: Record<string, number> } = { sent: 0, ok: 0, errors: {} };
   failure: string | null = null;
 
   constructor(readonly worker: Worker) {
     worker.on('message', (reply: WorkerReply) => {
       if (reply.type === 'progress') {
-        this.progress = { sent: reply.sent, answered: reply.answered };
+        this.progress = { sent: reply.sent, ok: reply.ok, errors: reply.errors };
         return;
       }
       if (reply.type === 'error') {
@@ -122,12 +131,11 @@ export async function startLoad(options: LoadOptions): Promise<LoadFleet> {
   const handles = Array.from({ length: workerCount }, (_, w) => {
     const init: WorkerInit = {
       host: options.host,
-      devices: ids.flatMap((id, i) => (i % workerCount === w ? [{ id, port: options.ports[i % options.ports.length]! }] : [])),
+      devices: ids.flatMap((id, i) => (i % workerCount === w ? [{ id, port: options.ports[i % options.ports.length]!, ...options.login?.(id) }] : [])),
       tag: `${run}${w}-`,
       mix: options.mix,
+      watchStatus: w === 0,
     };
-    if (options.username !== undefined) init.username = options.username;
-    if (options.password !== undefined) init.password = options.password;
     return new WorkerHandle(new Worker(script, { workerData: init }));
   });
   const terminate = (): Promise<unknown> => Promise.all(handles.map((h) => h.worker.terminate()));
@@ -143,15 +151,9 @@ export async function startLoad(options: LoadOptions): Promise<LoadFleet> {
     workers: workerCount,
     async step(rate, durationS, waitMs, { leadS = 0, ttlMs, onProgress } = {}) {
       const started = Date.now();
-      for (const h of handles) h.progress = { sent: 0, answered: 0 };
+      for (const h of handles) h.progress = { sent: 0, ok: 0, errors: {} };
       const ticker = onProgress
-        ? setInterval(() => {
-            const sum = handles.reduce((acc, h) => ({ sent: acc.sent + h.progress.sent, answered: acc.answered + h.progress.answered }), {
-              sent: 0,
-              answered: 0,
-            });
-            onProgress({ elapsedS: (Date.now() - started) / 1000, ...sum });
-          }, 500)
+        ? setInterval(() => onProgress(progressOf(handles, (Date.now() - started) / 1000)), 500)
         : undefined;
       try {
         const step = { rate: rate / workerCount, durationMs: durationS * 1000, leadMs: leadS * 1000, waitMs, ...(ttlMs === undefined ? {} : { ttlMs }) };
@@ -170,6 +172,17 @@ export async function startLoad(options: LoadOptions): Promise<LoadFleet> {
       await terminate();
     },
   };
+}
+
+function progressOf(handles: WorkerHandle[], elapsedS: number): StepProgress {
+  const p: StepProgress = { elapsedS, sent: 0, answered: 0, ok: 0, errors: {} };
+  for (const { progress } of handles) {
+    p.sent += progress.sent;
+    p.ok += progress.ok;
+    for (const [code, n] of Object.entries(progress.errors)) p.errors[code] = (p.errors[code] ?? 0) + n;
+  }
+  p.answered = p.ok + Object.values(p.errors).reduce((a, b) => a + b, 0);
+  return p;
 }
 
 const newHistogram = (): hdr.Histogram =>
@@ -192,7 +205,14 @@ export function summarize(rate: number, durationS: number, reports: StepReport[]
     const merged = newHistogram();
     for (const r of reports) merged.add(hdr.decodeFromCompressedBase64(r.histograms[i]!, 32, false));
     overall.add(merged);
+    const counts = reports.map((r) => r.byPriority[i]!);
+    const errorsOf: Record<string, number> = {};
+    for (const c of counts) for (const [code, n] of Object.entries(c.errors)) errorsOf[code] = (errorsOf[code] ?? 0) + n;
     byPriority[priority] = {
+      sent: counts.reduce((n, c) => n + c.sent, 0),
+      ok: counts.reduce((n, c) => n + c.ok, 0),
+      errors: errorsOf,
+      lost: counts.reduce((n, c) => n + c.lost, 0),
       answered: merged.totalCount,
       latencyMs: merged.totalCount > 0 ? latencyOf(merged) : null,
       expired: reports.reduce((n, r) => n + r.expired[i]!, 0),
@@ -217,10 +237,13 @@ export function summarize(rate: number, durationS: number, reports: StepReport[]
     disconnects: reports.reduce((n, r) => n + r.disconnects, 0),
     ...(firstDisconnect === undefined ? {} : { firstDisconnect }),
     achievedRate: Math.round(answered / sendS),
+    sendS,
     latencyMs: overall.totalCount > 0 ? latencyOf(overall) : { p50: 0, p95: 0, p99: 0, max: 0 },
     ...(ttlMs === undefined ? {} : { ttlMs }),
     late: PRIORITIES.reduce((n, p) => n + byPriority[p].late, 0),
     byPriority,
     generatorBehind: Math.max(...reports.map((r) => r.maxBehind)),
+    bridges: Object.assign({}, ...reports.map((r) => r.bridges)) as Record<string, string>,
+    statusRefused: reports.some((r) => r.statusRefused),
   };
 }

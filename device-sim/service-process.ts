@@ -45,7 +45,11 @@ export async function startServiceProcess(env: Record<string, string>, options: 
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const ready = new Promise<{ mqttPort: number; httpPort: number }>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`service not ready after ${readyTimeoutMs} ms: ${stderr}`)), readyTimeoutMs);
+    // A service that never became ready is killed: the caller has no handle to stop it.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`service not ready after ${readyTimeoutMs} ms: ${stderr}`));
+    }, readyTimeoutMs);
     void exited.then((code) => {
       clearTimeout(timer);
       reject(new Error(`service exited with ${code} before it was ready: ${stderr.trim()}`));

@@ -1,6 +1,7 @@
-// Pure bookkeeping for the device fleet: outcome tallies, percentiles, the report object
-// (also the `--json` output) and the human table. No I/O, so it is unit-testable in isolation.
+// Pure bookkeeping for the device fleet: outcome tallies, percentiles and the report object
+// (also the `--json` output) every engine ends with; summary.ts prints it. No I/O.
 import { PRIORITIES, PrioritySchema, type Priority } from '../contract/index.js';
+import { answeredOf, emptyDiagnosis, hints, type Diagnosis } from './diagnosis.js';
 
 /** Relative weights per priority; a priority left out of a `--mix` weighs 0. */
 export type Mix = Record<Priority, number>;
@@ -61,6 +62,10 @@ export interface ReportConfig {
   ttlMs?: number;
   /** Every request asked for its text streamed (--stream). */
   stream?: true;
+  /** The engine: 0 = mqtt.js in one thread, else --workers N (raw frames, HDR histograms). */
+  workers: number;
+  /** The devices spoke MQTT 5 (--mqtt5); 3.1.1 otherwise. */
+  mqtt5?: true;
 }
 
 export interface FleetReport {
@@ -69,6 +74,10 @@ export interface FleetReport {
   /** Measured: from the first send to the last reply (or the end of sending, if later). */
   durationS: number;
   config: ReportConfig;
+  /** What the devices saw besides replies (status, refusals, drops). */
+  diagnosis: Diagnosis;
+  /** What to look at, drawn from the diagnosis; empty when all went well. */
+  hints: string[];
 }
 
 /** Raw counts for one priority, accumulated during a run. */
@@ -144,10 +153,6 @@ export function summarizeLatencies(values: readonly number[]): LatencySummary | 
   };
 }
 
-function sumValues(record: Record<string, number>): number {
-  return Object.values(record).reduce((a, b) => a + b, 0);
-}
-
 function buildRow(parts: readonly PriorityTally[], durationS: number, stream: boolean): Row {
   const errors: Record<string, number> = {};
   let sent = 0;
@@ -173,21 +178,19 @@ function buildRow(parts: readonly PriorityTally[], durationS: number, stream: bo
   return row;
 }
 
-export function buildReport(tally: Tally, durationS: number, config: ReportConfig): FleetReport {
+export function buildReport(tally: Tally, durationS: number, config: ReportConfig, diagnosis = emptyDiagnosis(false)): FleetReport {
   const byPriority = {} as Record<Priority, Row>;
   const stream = config.stream === true;
   for (const p of PRIORITIES) byPriority[p] = buildRow([tally[p]], durationS, stream);
+  const overall = buildRow(PRIORITIES.map((p) => tally[p]), durationS, stream);
   return {
-    overall: buildRow(PRIORITIES.map((p) => tally[p]), durationS, stream),
+    overall,
     byPriority,
     durationS: Math.round(durationS * 1000) / 1000,
     config,
+    diagnosis,
+    hints: hints(diagnosis, answeredOf(overall.ok, overall.errors)),
   };
-}
-
-/** Total of a row's error replies, whatever their codes. */
-export function errorCount(row: Row): number {
-  return sumValues(row.errors);
 }
 
 /**
@@ -237,52 +240,4 @@ export function pickPriority(mix: Mix, random: () => number): Priority {
   }
   // Floating-point rounding can leave x a hair above the last bucket.
   return last;
-}
-
-function formatErrors(errors: Record<string, number>): string {
-  const entries = Object.entries(errors);
-  return entries.length === 0 ? '-' : entries.map(([code, n]) => `${code}=${n}`).join(',');
-}
-
-function formatMs(v: number | undefined): string {
-  return v === undefined ? '-' : v >= 100 ? String(Math.round(v)) : v.toFixed(1);
-}
-
-/** A fixed-width text table: one line per priority, then the overall line; with a ttl, its expired and late columns. */
-export function formatTable(report: FleetReport): string {
-  const withTtl = report.config.ttlMs !== undefined;
-  const withStream = report.config.stream === true;
-  const header = ['priority', 'sent', 'ok', 'errors', 'lost', ...(withTtl ? ['expired', 'late'] : []), 'p50 ms', 'p95 ms', 'p99 ms', 'max ms'];
-  header.push(...(withStream ? ['chunk p50', 'chunk p99'] : []), 'rate/s');
-  const toCells = (name: string, row: Row): string[] => [
-    name,
-    String(row.sent),
-    String(row.ok),
-    formatErrors(row.errors),
-    String(row.lost),
-    ...(withTtl ? [String(row.expired), String(row.late)] : []),
-    formatMs(row.latencyMs?.p50),
-    formatMs(row.latencyMs?.p95),
-    formatMs(row.latencyMs?.p99),
-    formatMs(row.latencyMs?.max),
-    ...(withStream ? [formatMs(row.firstChunkMs?.p50), formatMs(row.firstChunkMs?.p99)] : []),
-    row.achievedRate.toFixed(1),
-  ];
-  const rows = [header, ...PRIORITIES.map((p) => toCells(p, report.byPriority[p])), toCells('overall', report.overall)];
-  const widths = header.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  // Names and error lists read best left-aligned; numbers line up on the right.
-  const leftAligned = new Set([0, 3]);
-  const render = (cells: string[]): string =>
-    cells
-      .map((c, i) => (leftAligned.has(i) ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0)))
-      .join('  ')
-      .trimEnd();
-  const rule = widths.map((w) => '-'.repeat(w)).join('  ');
-  const c = report.config;
-  const ttl = (withTtl ? `, ttl_ms ${c.ttlMs} (late: over ${LATE_AFTER_DEADLINE_MS} ms past it)` : '') + (withStream ? ', streamed (chunk: publish to first text)' : '');
-  const title =
-    `device-sim: ${c.devices} devices, ${c.rate} req/s for ${c.durationS} s, qos ${c.qos}, ` +
-    `mix ${formatMix(c.mix)}${ttl}, ${c.url} — measured ${report.durationS.toFixed(1)} s`;
-  const lines = [title, render(header), rule, ...rows.slice(1, -1).map(render), rule, render(rows[rows.length - 1] ?? [])];
-  return lines.join('\n');
 }

@@ -1,7 +1,7 @@
 // CONFIG_FILE: what the environment cannot say well — more providers, the chain order, a
-// model map, routing by priority, prices. Validated with zod; a bad file stops the start
-// with a line naming CONFIG_FILE and the offending path in the JSON for each problem.
-import { readFileSync } from 'node:fs';
+// model map, routing by priority, prices — and, in `settings`, any variable's value. YAML or
+// JSON, validated with zod; a bad file stops the start with a line naming CONFIG_FILE, the
+// line and column, and the offending path in the file for each problem.
 import { z } from 'zod';
 import { ConfigError, PRIORITIES, type ConfigProblem, type Priority } from '../../contract/index.js';
 import type { Config } from './config.js';
@@ -11,6 +11,8 @@ import { WeightsSchema } from './fair-share.js';
 import { TemplatesSchema } from './templates.js';
 import { outputProblems } from './output.js';
 import { UnsSchema } from './uns.js';
+import { readConfigText, type FileFormat, type Locate } from './file-read.js';
+import { overriddenSettings, SettingsSchema, type Settings } from './settings.js';
 
 export const DEFAULT_EMBEDDING_MODEL = 'text-embedding-3-small';
 
@@ -60,6 +62,8 @@ const BreakerSchema = z.strictObject({
 });
 
 export const ConfigFileSchema = z.strictObject({
+  /** Environment variables by name (the environment wins); settings.ts. */
+  settings: SettingsSchema,
   providers: z.array(ProviderSchema).default([]),
   /** Provider names in the order they are tried; default: primary, fallback, then `providers`. */
   chain: z.array(z.string().min(1)).min(1).optional(),
@@ -118,37 +122,73 @@ export interface UpstreamSettings {
   defaultModel: string;
 }
 
+export interface ParsedConfigFile {
+  /** Undefined when the file has a problem. */
+  file?: ConfigFile;
+  /** The `settings` section when it is good on its own, even if another part of the file is not. */
+  settings: Settings;
+  problems: ConfigProblem[];
+  format?: FileFormat;
+  /** "path:line:col" of a value in the file. */
+  locate?: Locate;
+}
+
 /** CONFIG_FILE parsed, with every problem it has; its defaults when no file is named. */
-export function parseConfigFile(path: string | undefined): { file?: ConfigFile; problems: ConfigProblem[] } {
-  if (path === undefined) return { file: ConfigFileSchema.parse({}), problems: [] };
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(path, 'utf8'));
-  } catch (err) {
-    return { problems: [{ variable: 'CONFIG_FILE', problem: `${path} is not readable JSON: ${err instanceof Error ? err.message : String(err)}` }] };
-  }
-  const parsed = ConfigFileSchema.safeParse(raw);
+export function parseConfigFile(path: string | undefined): ParsedConfigFile {
+  if (path === undefined) return { file: ConfigFileSchema.parse({}), settings: {}, problems: [] };
+  const read = readConfigText(path);
+  if ('problem' in read) return { settings: {}, problems: [{ variable: 'CONFIG_FILE', problem: read.problem }] };
+  const { data, format, locate } = read;
+  const parsed = ConfigFileSchema.safeParse(data);
   const issues = parsed.success ? [...modelProblems(parsed.data), ...outputProblems(parsed.data.templates)] : parsed.error.issues;
-  if (parsed.success && issues.length === 0) return { file: parsed.data, problems: [] };
+  if (parsed.success && issues.length === 0) return { file: parsed.data, settings: parsed.data.settings, problems: [], format, locate };
+  const settings = SettingsSchema.safeParse((data as { settings?: unknown } | null)?.settings);
   return {
-    problems: issues.map((issue) => {
-      const where = issue.path.length ? issue.path.map(String).join('.') : '(top level)';
-      return { variable: 'CONFIG_FILE', problem: `${path}: ${where}: ${issue.message}` };
-    }),
+    settings: settings.success ? settings.data : {},
+    problems: issues.map((issue) => fileProblem(locate, issue)),
+    format,
+    locate,
   };
+}
+
+/** One line: where in the file (line, column and path), and what is wrong there. */
+export function fileProblem(locate: Locate, issue: { path: readonly PropertyKey[]; message: string; code?: string; keys?: string[] }): ConfigProblem {
+  // An unknown key is reported on its object, a refused name on itself: point at the key.
+  const unknownKey = issue.code === 'unrecognized_keys' && issue.keys?.length === 1 ? issue.keys[0] : undefined;
+  const at = unknownKey !== undefined ? locate([...issue.path, unknownKey], true) : locate(issue.path, issue.code === 'invalid_key');
+  const where = issue.path.length ? issue.path.map(String).join('.') : '(top level)';
+  return { variable: 'CONFIG_FILE', problem: `${at}: ${where}: ${issue.message}` };
+}
+
+/** What the file holds, in counts: the line the start logs and `check` prints. */
+export function fileCounts(file: ConfigFile): Record<'templates' | 'weights' | 'budgets' | 'providers' | 'settings', number> {
+  return {
+    templates: Object.keys(file.templates).length,
+    weights: Object.keys(file.weights).length,
+    budgets: file.budgets.limits.length,
+    providers: file.providers.length,
+    settings: Object.keys(file.settings).length,
+  };
+}
+
+/** The line the start logs: what the file loaded, and which of its settings the environment overrides. */
+export function loadedLine(path: string, file: ConfigFile, env: NodeJS.ProcessEnv): { fields: Record<string, unknown>; message: string } {
+  const counts = fileCounts(file);
+  const overridden = overriddenSettings(env, file.settings);
+  const said = Object.entries(counts).map(([part, n]) => `${n} ${part}`).join(', ');
+  const more = overridden.length > 0 ? `; the environment overrides ${overridden.join(', ')}` : '';
+  return { fields: { configFile: path, ...counts, overridden }, message: `CONFIG_FILE loaded: ${said}${more}` };
 }
 
 /** Stands in for an unset UPSTREAM_URL (the simulator's, known only once it runs) while checking. */
 const UNRESOLVED_UPSTREAM_URL = 'http://127.0.0.1/v1';
 
 /** The file's references (provider names, key variables), checked before anything starts. */
-export function checkConfigFile(config: Config, env: NodeJS.ProcessEnv): ConfigProblem[] {
+export function checkConfigFile(config: Config, env: NodeJS.ProcessEnv, locateIn?: Locate): ConfigProblem[] {
   try {
     upstreamSettings({ ...config, upstreamUrl: config.upstreamUrl ?? UNRESOLVED_UPSTREAM_URL }, config.file, env);
-    return modelEnvProblems(config.file, config.upstreamModel, config.maxTokensCap).map(({ path, message }) => ({
-      variable: 'CONFIG_FILE',
-      problem: `${config.configFile ?? 'CONFIG_FILE'}: ${path.map(String).join('.')}: ${message}`,
-    }));
+    const locate = locateIn ?? ((): string => config.configFile ?? 'CONFIG_FILE');
+    return modelEnvProblems(config.file, config.upstreamModel, config.maxTokensCap).map(({ path, message }) => fileProblem(locate, { path, message }));
   } catch (err) {
     if (err instanceof ConfigError) return err.problems;
     throw err;

@@ -1,8 +1,10 @@
-// Configuration, read once at start: the environment (variables.ts) and CONFIG_FILE.
-// Every problem is reported at once, each on a line naming its variable (ConfigError).
+// Configuration, read once at start: the environment (variables.ts) and CONFIG_FILE, whose
+// `settings` the environment overrides (settings.ts). Every problem is reported at once, each
+// on a line naming its variable (ConfigError).
 import { ConfigError, type ConfigProblem } from '../../contract/index.js';
 import type { RedisEndpoint } from '../../broker/redis-endpoint.js';
-import { checkConfigFile, parseConfigFile, type ConfigFile } from './config-file.js';
+import { checkConfigFile, parseConfigFile, type ConfigFile, type ParsedConfigFile } from './config-file.js';
+import { mergeSettings, shownValue, type Merged } from './settings.js';
 import { camelCase, EnvSchema, VARIABLES, type Env, type EnvFields, type Variable } from './variables.js';
 
 export { DEFAULT_PRIORITY_OFFSETS_MS, VARIABLES } from './variables.js';
@@ -89,19 +91,18 @@ const RULES: Rule[] = [
 ];
 
 /** Each variable parsed on its own, so every bad one is found, not just the first. */
-function parseVariables(env: NodeJS.ProcessEnv): { values: Partial<Env>; problems: ConfigProblem[] } {
+function parseVariables(given: Partial<Record<Variable, string>>): { values: Partial<Env>; problems: ConfigProblem[] } {
   const values: Record<string, unknown> = {};
   const problems: ConfigProblem[] = [];
   for (const variable of VARIABLES) {
-    // An empty variable counts as unset, as shells and compose files often leave them.
-    const raw = env[variable]?.trim() || undefined;
+    const raw = given[variable];
     const parsed = EnvSchema.shape[variable].safeParse(raw);
     if (parsed.success) {
       values[variable] = parsed.data;
       continue;
     }
     // Echo the value so the fix is obvious, unless it may be a secret.
-    const shown = SECRET.test(variable) ? '' : ` (got "${String(raw)}")`;
+    const shown = SECRET.test(variable) || raw === undefined ? '' : ` (got "${shownValue(variable, raw)}")`;
     problems.push({ variable, problem: `${parsed.error.issues[0]?.message ?? 'invalid'}${shown}` });
   }
   return { values: values as Partial<Env>, problems };
@@ -128,24 +129,43 @@ function toConfig(e: Env, file: ConfigFile): Config {
   });
 }
 
+/** The configuration read, or every problem it has, with where each variable's value came from. */
+export interface Reading extends Merged {
+  config?: Config;
+  problems: ConfigProblem[];
+  /** CONFIG_FILE as read (undefined: not named, or not a readable file). */
+  configFile?: ParsedConfigFile;
+}
+
+/** CONFIG_FILE first (its settings are the environment's fallback), then every variable and rule. */
+export function readConfiguration(env: NodeJS.ProcessEnv = process.env): Reading {
+  const named = EnvSchema.shape.CONFIG_FILE.safeParse(env.CONFIG_FILE?.trim() || undefined);
+  const configFile = named.success ? parseConfigFile(named.data) : undefined;
+  const merged = mergeSettings(env, configFile?.settings ?? {});
+  const { values, problems } = parseVariables(merged.values);
+  const bad = new Set(problems.map((p) => p.variable));
+  problems.push(...ruleProblems(values, bad));
+  // A value from the file names its place there.
+  const locate = configFile?.locate;
+  for (const p of problems) {
+    if (locate !== undefined && merged.sources[p.variable as Variable] === 'file') p.problem += ` (CONFIG_FILE ${locate(['settings', p.variable])})`;
+  }
+  problems.push(...(configFile?.problems ?? []));
+  const file = configFile?.file;
+  if (problems.length === 0 && file) {
+    const config = toConfig(values as Env, file);
+    problems.push(...checkConfigFile(config, env, locate));
+    if (problems.length === 0) return { ...merged, config, problems, configFile };
+  }
+  return { ...merged, problems, ...(configFile ? { configFile } : {}) };
+}
+
 /**
  * Reads the environment and CONFIG_FILE; throws one ConfigError listing every problem (bad
  * values, variables that disagree, a bad file or one naming providers that do not exist).
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const { values, problems } = parseVariables(env);
-  const bad = new Set(problems.map((p) => p.variable));
-  problems.push(...ruleProblems(values, bad));
-  let file: ConfigFile | undefined;
-  if (!bad.has('CONFIG_FILE')) {
-    const parsed = parseConfigFile(values.CONFIG_FILE);
-    problems.push(...parsed.problems);
-    file = parsed.file;
-  }
-  if (problems.length === 0 && file) {
-    const config = toConfig(values as Env, file);
-    problems.push(...checkConfigFile(config, env));
-    if (problems.length === 0) return config;
-  }
+  const { config, problems } = readConfiguration(env);
+  if (config !== undefined) return config;
   throw ConfigError.of(problems);
 }

@@ -1,7 +1,7 @@
 // SIGHUP: CONFIG_FILE read again. Its templates, weights and budgets apply at once; the other
 // parts (providers, chain, models, onlyListedModels, routing, prices, cache, breaker,
-// embeddingModel) only at the next start, and a change to them is logged as such. A bad file
-// changes nothing.
+// embeddingModel, uns, settings) only at the next start, and a change to them is logged as such,
+// naming the settings that changed. A bad file changes nothing.
 import type { Logger } from '../logger.js';
 import { parseConfigFile, type ConfigFile } from './config-file.js';
 
@@ -18,7 +18,18 @@ export function rereadConfigFile(path: string | undefined, started: ConfigFile, 
     return undefined;
   }
   const live: readonly string[] = LIVE_PARTS;
-  const later = (Object.keys(file) as Array<keyof ConfigFile>).filter((k) => !live.includes(k) && JSON.stringify(file[k]) !== JSON.stringify(started[k]));
-  if (later.length > 0) log.warn({ parts: later }, `CONFIG_FILE: ${later.join(', ')} changed, which a running bridge does not take: restart it to apply them`);
+  const settings = changedSettings(started.settings, file.settings);
+  const later = (Object.keys(file) as Array<keyof ConfigFile>).filter((k) =>
+    k === 'settings' ? settings.length > 0 : !live.includes(k) && JSON.stringify(file[k]) !== JSON.stringify(started[k]),
+  );
+  if (later.length === 0) return file;
+  const named = later.map((part) => (part === 'settings' ? `settings (${settings.join(', ')})` : part));
+  log.warn({ parts: later, settings }, `CONFIG_FILE: ${named.join(', ')} changed, which a running bridge does not take: restart it to apply them`);
   return file;
+}
+
+/** The setting names added, removed or given another value. */
+function changedSettings(before: ConfigFile['settings'], after: ConfigFile['settings']): string[] {
+  const names = new Set([...Object.keys(before), ...Object.keys(after)]);
+  return [...names].filter((name) => before[name] !== after[name]).sort();
 }

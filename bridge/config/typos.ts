@@ -54,3 +54,15 @@ export function findTypos(env: NodeJS.ProcessEnv, known: readonly string[] = VAR
 }
 
 export const typoMessage = ({ variable, resembles }: Typo): string => `${variable} is not a variable the bridge reads: did you mean ${resembles}?`;
+
+/** The known name nearest to `name` (case aside): what an unknown CONFIG_FILE setting most likely meant. */
+export function closestName(name: string, known: readonly string[] = VARIABLES): string {
+  const upper = name.toUpperCase();
+  let best = known[0] ?? '';
+  let bestDistance = Infinity;
+  for (const k of known) {
+    const distance = editDistance(upper, k);
+    if (distance < bestDistance) [best, bestDistance] = [k, distance];
+  }
+  return best;
+}

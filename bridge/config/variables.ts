@@ -202,6 +202,9 @@ export type Env = z.infer<typeof EnvSchema>;
 /** Every variable the bridge reads. */
 export const VARIABLES = Object.keys(EnvSchema.shape) as Variable[];
 
+/** Variables whose values are secrets: never printed (`edge-ai-bridge config` shows them redacted). */
+export const SECRET_VARIABLES: readonly Variable[] = ['ADMIN_TOKEN', 'BROKER_PASSWORD', 'UPSTREAM_API_KEYS', 'FALLBACK_API_KEYS'];
+
 type CamelCase<S extends string> = S extends `${infer Head}_${infer Tail}` ? `${Lowercase<Head>}${Capitalize<CamelCase<Tail>>}` : Lowercase<S>;
 
 /** The variables as Config fields: every field present, undefined where an optional variable is unset. */

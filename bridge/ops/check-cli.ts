@@ -2,7 +2,8 @@
 // AUTH_FILE), without opening a port or connecting to Redis or a broker.
 import { loadAuthFile } from '../../broker/auth.js';
 import { ConfigError, type ConfigProblem } from '../../contract/index.js';
-import { loadConfig, type Config } from '../config/config.js';
+import { fileCounts } from '../config/config-file.js';
+import { readConfiguration, type Config } from '../config/config.js';
 import { findTypos, typoMessage } from '../config/typos.js';
 
 export interface CheckResult {
@@ -18,17 +19,11 @@ function problemsOf(err: unknown): ConfigProblem[] {
 
 export function checkEnvironment(env: NodeJS.ProcessEnv = process.env): CheckResult {
   const warnings = findTypos(env).map(typoMessage);
-  let config: Config | undefined;
-  const problems: ConfigProblem[] = [];
-  try {
-    config = loadConfig(env);
-  } catch (err) {
-    problems.push(...problemsOf(err));
-  }
+  const { config, problems, values } = readConfiguration(env);
   // The broker reads AUTH_FILE when it starts: a bad file would stop the start there.
-  const authFile = env.AUTH_FILE;
+  const authFile = values.AUTH_FILE;
   let users = 0;
-  if (authFile !== undefined && authFile !== '' && !problems.some((p) => p.variable === 'AUTH_FILE')) {
+  if (authFile !== undefined && !problems.some((p) => p.variable === 'AUTH_FILE')) {
     try {
       users = loadAuthFile(authFile).size;
     } catch (err) {
@@ -47,6 +42,7 @@ function summaryOf(config: Config, users: number): string {
     config.redis === undefined ? 'store in memory' : `store Redis (${config.redisPrefix})`,
     config.upstreamUrl === undefined ? 'upstream simulator' : `upstream ${new URL(config.upstreamUrl).host}`,
     config.authFile === undefined ? 'no AUTH_FILE' : `${users} AUTH_FILE users`,
+    config.configFile === undefined ? 'no CONFIG_FILE' : `CONFIG_FILE ${Object.entries(fileCounts(config.file)).map(([part, n]) => `${n} ${part}`).join(', ')}`,
     `anonymous ${config.allowAnonymous ? 'allowed' : 'refused'}`,
   ];
   return parts.join(', ');

@@ -9,7 +9,7 @@ export async function runHashPassword(): Promise<void> {
   if (password.endsWith('\r\n')) password = password.slice(0, -2);
   else if (password.endsWith('\n')) password = password.slice(0, -1);
   if (password.length === 0) {
-    process.stderr.write('edge-ai-bridge: hash-password: no password on stdin (e.g. `printf %s "$PW" | npx edge-ai-bridge hash-password`)\n');
+    process.stderr.write('edge-ai-bridge: hash-password: no password on stdin (e.g. `printf %s "$PW" | npm run -s edge-ai-bridge -- hash-password`)\n');
     process.exit(2);
   }
   process.stdout.write(`${await hashPassword(password)}\n`);

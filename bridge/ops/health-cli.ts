@@ -1,5 +1,6 @@
 // `edge-ai-bridge health [--url URL]`: a running bridge's /readyz, for scripts and operators:
 // exit 0 when ready, 1 (with the reasons) when not or when nothing answers.
+import { readConfiguration } from '../config/config.js';
 import type { ReadinessState } from './readiness.js';
 
 const TIMEOUT_MS = 5000;
@@ -9,10 +10,11 @@ function fail(code: number, message: string): never {
   process.exit(code);
 }
 
-/** The admin address the service itself would listen on (HTTP_HOST, HTTP_PORT). */
+/** The admin address the service itself would listen on (HTTP_HOST, HTTP_PORT, from the environment or CONFIG_FILE settings). */
 export function defaultUrl(env: NodeJS.ProcessEnv = process.env): string {
-  const host = env.HTTP_HOST === undefined || env.HTTP_HOST === '' || env.HTTP_HOST === '0.0.0.0' || env.HTTP_HOST === '::' ? '127.0.0.1' : env.HTTP_HOST;
-  const port = env.HTTP_PORT === undefined || env.HTTP_PORT === '' ? '9464' : env.HTTP_PORT;
+  const { HTTP_HOST, HTTP_PORT } = readConfiguration(env).values;
+  const host = HTTP_HOST === undefined || HTTP_HOST === '0.0.0.0' || HTTP_HOST === '::' ? '127.0.0.1' : HTTP_HOST;
+  const port = HTTP_PORT ?? '9464';
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 

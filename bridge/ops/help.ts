@@ -36,7 +36,7 @@ const MEANING: Record<Variable, string> = {
   SPARKPLUG_DEVICE_IDLE_S: "plant's broker: a device with no answer for this long gets its DDEATH",
   HTTP_HOST: 'address the admin HTTP server binds',
   HTTP_PORT: 'admin HTTP: /healthz, /readyz, /metrics, /v1/…; 0 = a free port',
-  ADMIN_TOKEN: 'bearer token for the /v1/… admin API; unset = /v1/… disabled',
+  ADMIN_TOKEN: 'bearer token for the /v1/… admin API, at least 16 characters; unset = /v1/… disabled',
   REDIS_URL: 'redis:// or rediss://, shared by every instance; unset = in memory, one instance',
   REDIS_TIMEOUT_MS: 'how long Redis may stay silent before it counts as unreachable',
   REDIS_SENTINELS: 'host:port,… of Redis Sentinels; the bridge follows the primary they name',
@@ -76,7 +76,7 @@ const MEANING: Record<Variable, string> = {
   IDEMPOTENCY_TTL_S: 'how long a (deviceId, id) and its reply are remembered',
   CACHE_TTL_S: 'response cache lifetime; 0 turns the cache off',
   SHUTDOWN_GRACE_MS: 'how long SIGTERM waits for in-flight calls',
-  CONFIG_FILE: 'JSON file: providers, models, routing, prices, templates, weights, budgets',
+  CONFIG_FILE: 'YAML or JSON file: settings (any variable but CONFIG_FILE and INSTANCE_ID), providers, models, routing, prices, templates, weights, budgets',
   AUTH_FILE: 'JSON file of device, observer and operator credentials and roles',
   ALLOW_ANONYMOUS: 'anonymous devices; unset: true only on a loopback MQTT_HOST',
   MAX_CONNECTIONS: 'MQTT connections',
@@ -113,6 +113,9 @@ const GROUP_BEFORE: Partial<Record<Variable, string>> = {
 export const COMMANDS_USAGE = `usage: edge-ai-bridge [command]
   start     run the service (the default; configured by the environment variables below)
   check     validate the environment, CONFIG_FILE and AUTH_FILE without starting anything
+  config [--json]
+            print the effective configuration, each value's source (default, file,
+            environment), secrets redacted
   health [--url http://HOST:PORT]
             ask a running bridge's /readyz (default: HTTP_HOST and HTTP_PORT); exit 1 if not ready
 ${OPS_USAGE}
@@ -158,7 +161,7 @@ function variableLines(variable: Variable): string[] {
 }
 
 export function helpText(): string {
-  const lines = [`edge-ai-bridge ${VERSION}`, '', COMMANDS_USAGE, '', 'Environment variables (docs/configuration.md has the details):'];
+  const lines = [`edge-ai-bridge ${VERSION}`, '', COMMANDS_USAGE, '', 'Environment variables, or CONFIG_FILE settings (docs/configuration.md has the details):'];
   for (const variable of VARIABLES) {
     const group = GROUP_BEFORE[variable];
     if (group !== undefined) lines.push('', ` ${group}`);

@@ -66,6 +66,9 @@ describe('chaos: SIGKILL under load', () => {
     // The last one before the crash: its PUBACK arrives, then at once the process dies.
     const lastId = `${(devices[(BEFORE_KILL - 1) % DEVICES] as ChaosDevice).deviceId}-r${BEFORE_KILL - 1}`;
     await send(BEFORE_KILL - 1);
+    // On a loaded machine the service may not have claimed anything yet: the crash must find
+    // calls in flight (bounded wait; the check below reports it if they never come).
+    await waitUntil(() => upstream.requests.length > (upstream.stats().byStatus['200'] ?? 0), 5_000, 5);
     first.child.kill('SIGKILL');
     killed = true;
     const answeredAtKill = devices.reduce((n, d) => n + new Set(d.replies.map((r) => r.id)).size, 0);

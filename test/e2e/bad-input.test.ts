@@ -111,6 +111,8 @@ describe.each(BROKER_MODES)('device quota and queue limit (%s broker)', (mode) =
       // Which of the three the bridge sees last is the plant broker's choice: that one is refused.
       const replies = await Promise.all(['q1', 'q2', 'q3'].map(async (id) => (await d.reply(id, { timeoutMs: 3000 }))[0]));
       expect(replies.map((r) => (r?.ok ? 'ok' : r?.error.code)).sort()).toEqual(['ok', 'ok', 'queue_full']);
+      // When to try again, as the README says every queue_full does.
+      expect(replies.find((r) => r?.ok === false)).toMatchObject({ error: { code: 'queue_full', retry_after_ms: 1000 } });
     } finally {
       await h.close();
     }

@@ -76,5 +76,6 @@ describe('edge-ai-bridge dlq and usage', () => {
     const table = (await run(process.execPath, [cli, 'usage', '1'], { env })).stdout;
     expect(table).toMatch(/^device +requests +prompt tokens +completion tokens +cost$/m);
     expect(table).toMatch(/^cam-5 +1 +\d+ +\d+ +\$[\d.]+$/m);
-  });
+    // Fourteen CLI processes, each a Node start: on a loaded machine that alone can pass 20 s.
+  }, 60_000);
 });

@@ -1,7 +1,8 @@
 // The Mosquitto ACL recipe of docs/plant-broker.md for external-broker mode (BROKER_URL), with the real bridge
 // in-process: devices log in with their device id as username and are confined to their own
 // topics; the bridge's user reads every device's requests (through its shared subscription),
-// writes results and response topics, and owns bridge/#. A bridge with wrong credentials does
+// writes results and response topics, and owns bridge/#; SCADA's user reads requests, results,
+// streams and status and writes nothing. A bridge with wrong credentials does
 // not start.
 import { randomBytes } from 'node:crypto';
 import mqtt, { type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
@@ -15,7 +16,7 @@ import { ask, okOf, startHarness, type Harness } from '../helpers/harness.js';
 import { PLANT_ACL } from '../helpers/mosquitto.js';
 
 const ACL = [...PLANT_ACL];
-const USERS = { 'cam-1': 'pw-cam-1', 'cam-2': 'pw-cam-2', bridge: 'pw-bridge' };
+const USERS = { 'cam-1': 'pw-cam-1', 'cam-2': 'pw-cam-2', bridge: 'pw-bridge', scada: 'pw-scada' };
 
 let h: Harness | undefined;
 const clients: MqttClient[] = [];
@@ -138,6 +139,24 @@ describe('external broker: the Mosquitto ACL recipe', () => {
     await cam1.c.publishAsync('devices/cam-1/infer/normal', JSON.stringify(ask('after', 'after status')), { qos: 1 });
     await waitUntil(() => on(cam1, 'devices/cam-1/result').length > 0, 5000, 10);
     expect(cam1.got.map((p) => p.topic)).toEqual(['devices/cam-1/result']);
+  });
+
+  it("the scada user reads cam-1's request, result, stream and the bridge's status, and may publish nothing", async () => {
+    const { h, instanceId } = await setup();
+    const scada = await login(h.url, 'scada');
+    await scada.c.subscribeAsync(['devices/+/infer/+', 'devices/+/result', 'devices/+/stream', 'bridge/#'], { qos: 1 });
+    await waitUntil(() => on(scada, topics.status(instanceId)).length > 0, 5000, 10);
+    const cam1 = await login(h.url, 'cam-1');
+    await cam1.c.subscribeAsync('devices/cam-1/result', { qos: 1 });
+    await cam1.c.publishAsync('devices/cam-1/infer/normal', JSON.stringify(ask('seen', 'seen by scada', { stream: true })), { qos: 1 });
+    await waitUntil(() => on(scada, 'devices/cam-1/result').length > 0, 5000, 10);
+    expect(JSON.parse(on(scada, 'devices/cam-1/infer/normal')[0]?.payload.toString() ?? 'null')).toMatchObject({ id: 'seen' });
+    expect(okOf(replyOf(on(scada, 'devices/cam-1/result')[0])).content).toBe('sim answer to: seen by scada');
+    expect(on(scada, 'devices/cam-1/stream').length).toBeGreaterThan(0);
+    // Writing nothing: neither a request in a device's name nor a status of its own.
+    await expect(scada.c.publishAsync('devices/cam-1/infer/normal', JSON.stringify(ask('forged', 'forged by scada')), { qos: 1 })).rejects.toMatchObject({ code: 135 });
+    await expect(scada.c.publishAsync(topics.status('forged'), 'x', { qos: 1 })).rejects.toMatchObject({ code: 135 });
+    expect(contents(h)).toEqual(['seen by scada']);
   });
 
   it('a bridge with wrong credentials does not start: the error names BROKER_URL', async () => {

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { StreamChunkSchema, topics, type StreamChunk } from '../../contract/index.js';
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { parseFleetArgs, runFleet } from '../../device-sim/fleet.js';
-import { formatTable } from '../../device-sim/stats.js';
+import { formatTable } from '../../device-sim/summary.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
 import { ask, okOf, startHarness, type Device, type Harness } from '../helpers/harness.js';
 

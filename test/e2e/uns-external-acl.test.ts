@@ -14,12 +14,8 @@ import { eventually } from '../helpers/wait.js';
 
 const ROOT = 'acme/plant-1';
 const TOPIC = `${ROOT}/stamping/line-3/press-1/ai/inspect`;
-const ACL = [
-  ...PLANT_ACL,
-  `topic write ${ROOT}/#`,
-  'user scada',
-  `topic read ${ROOT}/#`,
-];
+// As the doc says: the read line in the `user scada` block, the write line in `user bridge` (the last).
+const ACL = [...PLANT_ACL.flatMap((line) => (line === 'user scada' ? [line, `topic read ${ROOT}/#`] : [line])), `topic write ${ROOT}/#`];
 const USERS = { 'press-1': 'pw-press-1', bridge: 'pw-bridge', scada: 'pw-scada' };
 const ANSWER = { reject: true, burr_mm: 0.31 };
 

@@ -9,13 +9,21 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../bench/free-port.js';
 
-/** The plant's-broker ACL of docs/plant-broker.md: devices (username = device id) and the bridge's user `bridge`. */
+/**
+ * The plant's-broker ACL of docs/plant-broker.md: devices (username = device id), SCADA's user
+ * `scada` and the bridge's user `bridge`, last, so a test may append lines to its block.
+ */
 export const PLANT_ACL: readonly string[] = [
   'pattern write devices/%u/infer/+',
   'pattern write devices/%u/image/#',
   'pattern read devices/%u/result',
   'pattern read devices/%u/stream',
   'pattern read devices/%u/rpc/#',
+  'user scada',
+  'topic read devices/+/infer/+',
+  'topic read devices/+/result',
+  'topic read devices/+/stream',
+  'topic read bridge/#',
   'user bridge',
   'topic read devices/+/infer/+',
   'topic read devices/+/image/#',

@@ -127,7 +127,7 @@ describe('loadConfig', () => {
     const bad = join(dir, 'bad.json');
     writeFileSync(bad, JSON.stringify({ embeddingModel: '', prices: { m: { inputPerMillion: -1, outputPerMillion: 1 } } }));
     expect(() => loadConfig({ CONFIG_FILE: bad, QUEUE_MAX: '0' })).toThrow(
-      new RegExp(`^QUEUE_MAX: .*\nCONFIG_FILE: ${bad}: prices\\.m\\.inputPerMillion: .*\nCONFIG_FILE: ${bad}: embeddingModel: `),
+      new RegExp(`^QUEUE_MAX: .*\nCONFIG_FILE: ${bad}:1:\\d+: prices\\.m\\.inputPerMillion: .*\nCONFIG_FILE: ${bad}:1:\\d+: embeddingModel: `),
     );
     const unknownProvider = join(dir, 'unknown.json');
     writeFileSync(unknownProvider, JSON.stringify({ routing: { low: { provider: 'nope' } } }));

@@ -43,7 +43,7 @@ describe('template output at load', () => {
     expect(file).toBeUndefined();
     expect(problems).toHaveLength(1);
     expect(problems[0]?.variable).toBe('CONFIG_FILE');
-    expect(problems[0]?.problem).toMatch(new RegExp(`^${path}: templates\\.old\\.output: the JSON Schema compiler refuses it: .*draft-07`));
+    expect(problems[0]?.problem).toMatch(new RegExp(`^${path}:1:\\d+: templates\\.old\\.output: the JSON Schema compiler refuses it: .*draft-07`));
   });
 
   it('refuses output together with response_format', () => {

@@ -3,7 +3,6 @@ import {
   buildReport,
   emptyTally,
   formatMix,
-  formatTable,
   parseMix,
   percentile,
   pickPriority,
@@ -15,6 +14,7 @@ import {
   summarizeLatencies,
   type ReportConfig,
 } from '../../device-sim/stats.js';
+import { formatTable } from '../../device-sim/summary.js';
 import { parseFleetArgs } from '../../device-sim/fleet.js';
 import { UsageError } from '../../contract/index.js';
 
@@ -27,6 +27,7 @@ const config: ReportConfig = {
   qos: 1,
   replyTimeoutMs: 1000,
   prefix: 'sim',
+  workers: 0,
 };
 
 describe('percentile (nearest rank)', () => {

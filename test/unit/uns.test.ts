@@ -80,8 +80,8 @@ describe('CONFIG_FILE uns', () => {
       const path = join(dir, 'config.json');
       writeFileSync(path, JSON.stringify({ uns: { root: 'acme/plant 1', devices: { 'press-*': 'line/+' } } }));
       expect(parseConfigFile(path).problems).toEqual([
-        { variable: 'CONFIG_FILE', problem: `${path}: uns.root: level "plant 1" has characters outside A-Za-z0-9_- (levels are separated by /)` },
-        { variable: 'CONFIG_FILE', problem: `${path}: uns.devices.press-*: must not hold MQTT wildcards (+ or #)` },
+        { variable: 'CONFIG_FILE', problem: `${path}:1:16: uns.root: level "plant 1" has characters outside A-Za-z0-9_- (levels are separated by /)` },
+        { variable: 'CONFIG_FILE', problem: `${path}:1:52: uns.devices.press-*: must not hold MQTT wildcards (+ or #)` },
       ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -1,6 +1,7 @@
 // The dashboard's data over the store, this instance's recorder and broker, and (on Redis)
 // the other instances: what dashboard/http.ts serves.
 import { deviceIdOfClientId } from '../../../contract/index.js';
+import { periodAt } from '../../config/budgets.js';
 import type { Store } from '../../store/types.js';
 import type { Dashboard } from './dashboard.js';
 import type { DashboardApi } from './http.js';
@@ -22,6 +23,8 @@ export interface DashboardApiSources {
   tokenSet: boolean;
   /** HTTP_HOST is a loopback address. */
   loopback: boolean;
+  /** The budgets' time zone (CONFIG_FILE `budgets.timeZone`, UTC by default), read per request: SIGHUP may change it. */
+  timeZone(): string;
   /** The other instances' answers to a device search (Redis); none in memory mode. */
   askFleet?(query: string): Promise<DeviceView[]>;
   clock?: () => number;
@@ -34,9 +37,11 @@ export function dashboardApi(sources: DashboardApiSources): DashboardApi {
     access: { open: !sources.tokenSet && sources.loopback, actions: sources.tokenSet },
     usage: async () => {
       const now = clock();
-      const midnight = new Date(now).setHours(0, 0, 0, 0);
+      // "Today" is the budgets' day, so the page's figures and a daily budget's count agree.
+      const timeZone = sources.timeZone();
+      const midnight = periodAt('day', timeZone, now).startMs;
       const [today, last24h] = await Promise.all([sources.store.usage(midnight, now), sources.store.usage(now - 24 * HOUR_MS, now)]);
-      return { timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone, today, last24h };
+      return { timeZone, today, last24h };
     },
     devices: async (query) => {
       const fleet = sources.askFleet ? await sources.askFleet(query) : [];

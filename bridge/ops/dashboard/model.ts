@@ -85,7 +85,7 @@ export interface AccessView {
 }
 
 export interface UsageView {
-  /** The time zone whose midnight starts "today" (the bridge's). */
+  /** The time zone whose midnight starts "today": the budgets' (UTC unless CONFIG_FILE sets one). */
   timeZone: string;
   today: UsageReport;
   last24h: UsageReport;

@@ -1,4 +1,4 @@
-// Tokens and cost: today (since midnight in the bridge's time zone) and the last 24 hours.
+// Tokens and cost: today (since midnight in the budgets' time zone) and the last 24 hours.
 import { requestJson } from './api.js';
 import { byId, el, setText, table } from './dom.js';
 import { PRIORITIES, fmtInt, fmtUsd, fmtWhen } from './format.js';

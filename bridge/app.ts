@@ -154,6 +154,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     Date.now,
     metrics,
     shedder,
+    coordination.outage,
   );
   const admin = await openAdmin(core, metrics, scheduler, () => stopping, { recorder, tickMs: options.dashboardTickMs ?? DEFAULT_TICK_MS });
   const status = new StatusTopics({

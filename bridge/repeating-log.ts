@@ -119,5 +119,6 @@ export function errorFields(err: unknown): Record<string, unknown> {
 
 export function isExpected(err: Error): boolean {
   const code = (err as { code?: unknown }).code;
-  return (typeof code === 'string' && EXPECTED_CODES.has(code)) || EXPECTED_MESSAGES.test(err.message);
+  // A number is an MQTT reason code: the broker's answer, not a bug of ours.
+  return typeof code === 'number' || (typeof code === 'string' && EXPECTED_CODES.has(code)) || EXPECTED_MESSAGES.test(err.message);
 }

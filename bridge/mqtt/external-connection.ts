@@ -100,7 +100,7 @@ export async function openConnection(options: ExternalBrokerOptions, c: Connecti
     if (c.status) client.publish(c.status.topic, c.status.online, { qos: 1, retain: true });
     // Every time: a session may be present without the subscription (a graceful stop drops
     // it, a broker restart may forget it).
-    if (!unsubscribed) subscribe(client, filters, log, connects === 1, () => (subscribed = true));
+    if (!unsubscribed) subscribe(client, filters, log, () => (subscribed = true));
   });
   // One report per failed attempt or lost connection: the error (if any) comes before the close.
   client.on('close', () => {
@@ -183,7 +183,7 @@ async function admit(
   return refusal ? refusal.reasonCode : 0;
 }
 
-function subscribe(client: MqttClient, filters: string[], log: Logger, first: boolean, granted: () => void): void {
+function subscribe(client: MqttClient, filters: string[], log: Logger, granted: () => void): void {
   client.subscribe(filters, { qos: 1 }, (err, grants) => {
     const [filter, imageFilter] = filters;
     const code = grants?.[0]?.qos;
@@ -191,7 +191,8 @@ function subscribe(client: MqttClient, filters: string[], log: Logger, first: bo
       log.error({ err: err?.message, filter, code }, 'the broker refused the shared subscription: no request will arrive');
       return;
     }
-    log[first ? 'info' : 'debug']({ filter, qos: code }, 'subscribed');
+    // Every time, reconnects too: from now on requests arrive on this connection.
+    log.info({ filter, qos: code }, 'subscribed');
     // Images are optional: a broker whose ACL leaves them out still serves every request.
     const imageCode = grants?.[1]?.qos;
     if (imageFilter !== undefined && (imageCode === undefined || imageCode > 2)) {

@@ -13,7 +13,7 @@ import { MemoryStore } from './store/memory.js';
 import { RedisStore, type RedisStoreOptions } from './store/redis.js';
 import { RedisHealth } from './store/redis-health.js';
 import { storeOutage } from './store/outage.js';
-import type { ConditionReport } from './repeating-log.js';
+import type { ConditionReport, RepeatingLogOptions } from './repeating-log.js';
 import { redisKeys } from './store/redis-keys.js';
 import { MemoryScadaState } from './store/memory-scada-state.js';
 import { RedisScadaState } from './store/redis-scada-state.js';
@@ -76,12 +76,13 @@ export function memoryCoordination(store: Store, config: Partial<Pick<Config, Sc
 export async function openCoordination(
   config: Pick<Config, 'redis' | 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas' | 'brokerUrl' | 'fairShare' | DeadLetterVariables | ScadaVariables>,
   logger: Logger,
+  repeatLog: RepeatingLogOptions = {},
 ): Promise<Coordination> {
   if (config.redis === undefined) {
     return memoryCoordination(new MemoryStore({ fairShare: config.fairShare, deadLetters: deadLetterBounds(config) }), config);
   }
   const log = logger.child({ module: 'redis' });
-  const outage = storeOutage(log);
+  const outage = storeOutage(log, repeatLog);
   const { redis, store, health, admissions } = await openRedisStore(config, config.redis, log, outage);
   const disconnect = (): void => {
     health.stop();

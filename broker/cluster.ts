@@ -51,6 +51,8 @@ export interface ClusterPlugins {
   readonly persistence: unknown;
   /** The bounds on persistent sessions, over the persistence's keys. */
   readonly sessions: SessionBackend;
+  /** Where failures for Redis go: the connections' own, and the session sweeper's. */
+  readonly report: ConnectionReport;
   /** Destroys the persistence, closes the emitter (if Aedes has not) and their connections. Idempotent. */
   close(): Promise<void>;
 }
@@ -154,6 +156,7 @@ export async function createClusterPlugins(
     mq,
     persistence,
     sessions,
+    report,
     close() {
       closing ??= (async () => {
         // Aedes' close() already closed the emitter (QUIT on both its connections); this

@@ -140,8 +140,8 @@ export class Presence {
           : 'instances on this Redis: publishes go through Redis pub/sub';
     if (this.closed || `${line}${live}` === this.reported) return;
     this.reported = `${line}${live}`;
-    if (live === undefined) this.opts.logger.warn(line);
-    else this.opts.logger.info({ instances: live }, line);
+    // Info either way: the safe choice is made, and Redis out of reach is warned about where it is met.
+    this.opts.logger.info(live === undefined ? {} : { instances: live }, line);
   }
 
   /** Stops counting and unsubscribes the marker; call once the broker has closed. */

@@ -14,7 +14,7 @@ import {
   type StatusMessages,
 } from './external-connection.js';
 import type { MqttPort } from './port.js';
-import { RepeatingLog } from '../repeating-log.js';
+import { RepeatingLog, type RepeatingLogOptions } from '../repeating-log.js';
 
 export type { ExternalBrokerOptions, StatusMessages } from './external-connection.js';
 
@@ -53,6 +53,7 @@ export async function openExternal(
   status: StatusMessages,
   onRequest: RequestHandler,
   logger: Logger,
+  repeatLog: RepeatingLogOptions = {},
 ): Promise<ExternalPort> {
   const log = logger.child({ module: 'external-broker', broker: redactUrl(options.brokerUrl) });
   const filters = sharedSubscriptions(options.brokerShareGroup);
@@ -61,7 +62,7 @@ export async function openExternal(
     started: 'broker unreachable: unready, retrying; requests wait in the broker meanwhile',
     repeating: 'broker still unreachable',
     ended: 'broker reachable again',
-  });
+  }, repeatLog);
   const settled = await Promise.allSettled(
     Array.from({ length: options.brokerConnections }, (_, index) =>
       openConnection(options, {

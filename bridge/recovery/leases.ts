@@ -58,7 +58,11 @@ export class LeaseRenewal {
 
   private async renew(): Promise<void> {
     const entries = this.held();
-    if (entries.length === 0) return;
+    if (entries.length === 0) {
+      // Nothing left to renew: a renewal that failed no longer keeps the outage open.
+      this.outage.ok('lease renewal');
+      return;
+    }
     const sentAt = performance.now();
     try {
       const held = await this.store.renew(

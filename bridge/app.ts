@@ -14,6 +14,7 @@ import { IntakeGate } from './intake/gate.js';
 import { Intake } from './intake/intake.js';
 import { LoadShedder } from './intake/overload.js';
 import type { Logger } from './logger.js';
+import type { RepeatingLogOptions } from './repeating-log.js';
 import { openEmbedded } from './mqtt/embedded.js';
 import { openExternal } from './mqtt/external.js';
 import type { MqttPort } from './mqtt/port.js';
@@ -63,6 +64,8 @@ export interface BridgeOptions {
   dashboardTickMs?: number;
   /** The Sparkplug Edge Node's lease lifetime (default 6000; tests use less). */
   sparkplugLeaseTtlMs?: number;
+  /** How often a repeating condition (broker or Redis out of reach) is logged again (default 60 000; tests use less). */
+  repeatLogIntervalMs?: number;
 }
 
 const DEFAULT_METRICS_INTERVAL_MS = 5000;
@@ -82,12 +85,13 @@ export async function startBridge(
   const log = logger.child({ instance: instanceId });
   const closers = new Closers(log);
   try {
-    const coordination = await openStore(config, log, closers, store);
+    const repeatLog = { intervalMs: options.repeatLogIntervalMs };
+    const coordination = await openStore(config, log, closers, store, repeatLog);
     const upstream = buildProviderChain(config, upstreamSettings(config, config.file), coordination.redis, log.child({ module: 'upstream' }));
     closers.push('upstream', () => upstream.close());
     const gate = new IntakeGate();
     await joinLiveness(config, coordination, instanceId, log, closers);
-    const mqtt = await openMqtt(config, identity, gate.handler, log, coordination);
+    const mqtt = await openMqtt(config, identity, gate.handler, log, coordination, repeatLog);
     closers.push('mqtt', () => mqtt.close());
     const sparkplug = await startSparkplug({ config, instanceId, owner: identity.owner, mqtt, state: coordination.scada, log, leaseTtlMs: options.sparkplugLeaseTtlMs });
     if (sparkplug) closers.push('sparkplug', () => sparkplug.stop());
@@ -99,8 +103,8 @@ export async function startBridge(
   }
 }
 
-async function openStore(config: Config, log: Logger, closers: Closers, store: Store | undefined): Promise<Coordination> {
-  const coordination = store ? memoryCoordination(store, config) : await openCoordination(config, log);
+async function openStore(config: Config, log: Logger, closers: Closers, store: Store | undefined, repeatLog: RepeatingLogOptions): Promise<Coordination> {
+  const coordination = store ? memoryCoordination(store, config) : await openCoordination(config, log, repeatLog);
   closers.push('store', async () => {
     await coordination.store.close();
     await coordination.close();
@@ -115,6 +119,7 @@ async function openMqtt(
   onRequest: RequestHandler,
   log: Logger,
   coordination: Coordination,
+  repeatLog: RepeatingLogOptions,
 ): Promise<MqttPort & { broker?: Broker }> {
   const { brokerUrl } = config;
   if (brokerUrl === undefined) {
@@ -134,7 +139,7 @@ async function openMqtt(
     );
   }
   const status = { online: statusMessage('online', instanceId, since), offline: statusMessage('offline', instanceId, since) };
-  return openExternal({ ...config, brokerUrl }, instanceId, { topic: topics.status(instanceId), ...status }, onRequest, log);
+  return openExternal({ ...config, brokerUrl }, instanceId, { topic: topics.status(instanceId), ...status }, onRequest, log, repeatLog);
 }
 
 /** Metrics, results, overload guard, scheduler, admin HTTP, intake, then `online` and the claim loop. */
@@ -157,6 +162,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     Date.now,
     metrics,
     shedder,
+    coordination.outage,
   );
   const admin = await openAdmin(core, metrics, scheduler, () => stopping, { recorder, tickMs: options.dashboardTickMs ?? DEFAULT_TICK_MS });
   const status = new StatusTopics({

@@ -1,7 +1,7 @@
 // Chooses the coordination the configuration asks for: in-process (no REDIS_URL) or one
 // Redis shared by every instance, for the bridge's store and the broker's plugins alike.
 import { Redis, type RedisOptions } from 'ioredis';
-import { newRedis, type RedisEndpoint } from '../broker/redis-endpoint.js';
+import { newRedis, reportConnection, type RedisEndpoint } from '../broker/redis-endpoint.js';
 import { createClusterPlugins, type ClusterPlugins } from '../broker/cluster.js';
 import { Presence } from '../broker/presence.js';
 import { ConfigError } from '../contract/index.js';
@@ -12,6 +12,8 @@ import { MemoryReports, RedisReports, type InstanceReports } from './store/insta
 import { MemoryStore } from './store/memory.js';
 import { RedisStore, type RedisStoreOptions } from './store/redis.js';
 import { RedisHealth } from './store/redis-health.js';
+import { storeOutage } from './store/outage.js';
+import type { ConditionReport, RepeatingLogOptions } from './repeating-log.js';
 import { redisKeys } from './store/redis-keys.js';
 import { MemoryScadaState } from './store/memory-scada-state.js';
 import { RedisScadaState } from './store/redis-scada-state.js';
@@ -35,6 +37,8 @@ export interface Coordination {
   scada: ScadaState;
   /** Each instance's sessions on the plant's broker and their liveness (redis mode only: one process has no one to adopt). */
   sessions?: SessionRegistry | undefined;
+  /** Redis out of reach, as every part that meets it reports it (one set of lines per outage). */
+  outage: ConditionReport;
   /** Bridge instances sharing this queue, this one included; undefined when unknown. */
   instances(): number | undefined;
   /** Closes what the broker does not (the broker closes the plugins). */
@@ -67,6 +71,7 @@ export function memoryCoordination(store: Store, config: Partial<Pick<Config, Sc
     reports: new MemoryReports(),
     scada,
     healthy: () => true,
+    outage: { fail: () => undefined, ok: () => undefined },
     instances: () => 1,
     close: () => scada.close(),
   };
@@ -75,12 +80,14 @@ export function memoryCoordination(store: Store, config: Partial<Pick<Config, Sc
 export async function openCoordination(
   config: Pick<Config, 'redis' | 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas' | 'brokerUrl' | 'fairShare' | DeadLetterVariables | ScadaVariables>,
   logger: Logger,
+  repeatLog: RepeatingLogOptions = {},
 ): Promise<Coordination> {
   if (config.redis === undefined) {
     return memoryCoordination(new MemoryStore({ fairShare: config.fairShare, deadLetters: deadLetterBounds(config) }), config);
   }
   const log = logger.child({ module: 'redis' });
-  const { redis, store, health, admissions } = await openRedisStore(config, config.redis, log);
+  const outage = storeOutage(log, repeatLog);
+  const { redis, store, health, admissions } = await openRedisStore(config, config.redis, log, outage);
   const disconnect = (): void => {
     health.stop();
     admissions?.disconnect();
@@ -96,6 +103,7 @@ export async function openCoordination(
       channel,
       connectionName: `edge-ai-bridge:${config.redisPrefix}:presence`,
       logger: log,
+      report: outage,
     });
   } catch (err) {
     disconnect();
@@ -105,7 +113,7 @@ export async function openCoordination(
   // plant's broker (BROKER_URL) that broker does it.
   let plugins: ClusterPlugins | undefined;
   try {
-    if (config.brokerUrl === undefined) plugins = await createClusterPlugins(config.redis, config.redisPrefix, log, { presence });
+    if (config.brokerUrl === undefined) plugins = await createClusterPlugins(config.redis, config.redisPrefix, log, { presence, report: outage });
   } catch (err) {
     await presence.leave();
     disconnect();
@@ -121,8 +129,11 @@ export async function openCoordination(
     scada,
     sessions: new RedisSessionRegistry(redis, config.redisPrefix),
     healthy: () => health.healthy(),
+    outage,
     instances: () => presence.instances,
     async close() {
+      // Connections closing now are expected.
+      outage.silence();
       await scada.close();
       // Only now, with the broker closed: until then other instances must keep publishing through Redis.
       await presence.leave();
@@ -138,6 +149,7 @@ async function openRedisStore(
   config: Pick<Config, 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas' | 'fairShare' | DeadLetterVariables>,
   endpoint: RedisEndpoint,
   log: Logger,
+  outage: ConditionReport,
 ): Promise<{ redis: Redis; store: RedisStore; health: RedisHealth; admissions: Redis | undefined }> {
   const { redisPrefix: prefix, redisTimeoutMs: timeoutMs } = config;
   const connection = (name: string): Redis => newRedis(Redis, endpoint, connectionOptions(name, timeoutMs));
@@ -145,9 +157,11 @@ async function openRedisStore(
   let lastError = '';
   redis.on('error', (err: Error) => {
     lastError = err.message;
-    log.warn({ err: err.message }, 'Redis connection error');
+    outage.fail('store', err);
   });
-  redis.on('ready', () => log.info('Redis connection ready'));
+  // Once: a reconnect is summed up by the outage's end line.
+  redis.once('ready', () => log.info('Redis connection ready'));
+  redis.on('ready', () => outage.ok('store'));
   try {
     await redis.connect();
   } catch (err) {
@@ -167,13 +181,13 @@ async function openRedisStore(
     throw new ConfigError('REDIS_URL', policy.problem.replace(/^REDIS_URL: /, ''));
   }
   if (policy.ok === 'unknown') log.warn({ reason: policy.reason }, 'cannot read maxmemory-policy; make sure it is noeviction');
-  const health = new RedisHealth(redis, timeoutMs, log);
+  const health = new RedisHealth(redis, timeoutMs, outage);
   await health.start();
   let replicas: RedisStoreOptions['replicas'];
   let moved: number;
   let store: RedisStore;
   try {
-    replicas = await replicasOption(config.redisWaitReplicas, () => connection(`edge-ai-bridge:${prefix}:admissions`), timeoutMs, log);
+    replicas = await replicasOption(config.redisWaitReplicas, () => connection(`edge-ai-bridge:${prefix}:admissions`), timeoutMs, log, outage);
     store = new RedisStore(redis, { prefix, health, replicas, fairShare: config.fairShare, deadLetters: deadLetterBounds(config) });
     moved = await store.upgrade(Date.now());
   } catch (err) {
@@ -208,10 +222,16 @@ function connectionOptions(connectionName: string, timeoutMs: number): RedisOpti
  * REDIS_WAIT_REPLICAS as the store's option, with the admissions' own connection (the same
  * settings as the store's); a shortfall is logged at most every 10 s.
  */
-async function replicasOption(count: number, connection: () => Redis, timeoutMs: number, log: Logger): Promise<RedisStoreOptions['replicas']> {
+async function replicasOption(
+  count: number,
+  connection: () => Redis,
+  timeoutMs: number,
+  log: Logger,
+  outage: ConditionReport,
+): Promise<RedisStoreOptions['replicas']> {
   if (count === 0) return undefined;
   const conn = connection();
-  conn.on('error', (err: Error) => log.warn({ conn: 'admissions', err: err.message }, 'Redis connection error'));
+  reportConnection(conn, 'admissions', outage);
   await conn.connect();
   let loggedAt = 0;
   let short = 0;

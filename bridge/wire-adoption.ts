@@ -27,7 +27,7 @@ export async function joinLiveness(config: Config, coordination: Coordination, i
   }
   const clientIds = Array.from({ length: config.brokerConnections }, (_, index) => connectionClientId(instanceId, index));
   const record = { instanceId, group: config.brokerShareGroup, clientIds, sessionExpiryS: config.brokerSessionExpiryS };
-  const liveness = await Liveness.join(registry, record, config.brokerAdoptAfterMs, log);
+  const liveness = await Liveness.join(registry, record, config.brokerAdoptAfterMs, log, coordination.outage);
   // Pushed before the broker's closer, so it runs after it: removed once nothing is left to adopt.
   closers.push('liveness lease', () => liveness.leave());
 }

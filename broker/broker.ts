@@ -99,7 +99,7 @@ export async function startBroker(
   const subscriptions = new SubscriptionLimit(config.maxSubscriptions ?? DEFAULT_MAX_SUBSCRIPTIONS);
   const maxTopicLength = config.maxTopicLength ?? DEFAULT_MAX_TOPIC_LENGTH;
   const available = options.available ?? ((): boolean => true);
-  const sessions = new SessionLimits(plugins?.sessions ?? new MemorySessions(), sessionLimits(config), ctx.log, () => (ctx.refusals.connect += 1));
+  const sessions = new SessionLimits(plugins?.sessions ?? new MemorySessions(), sessionLimits(config), ctx.log, () => (ctx.refusals.connect += 1), plugins?.report);
   const aedes: Aedes = await Aedes.createBroker({
     ...limitOptions(config),
     ...(plugins ? { mq: plugins.mq, persistence: plugins.persistence } : { mq: createLocalEmitter() }),

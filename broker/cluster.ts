@@ -40,7 +40,7 @@ import createPersistence from 'aedes-persistence-redis';
 import mqemitterRedis from 'mqemitter-redis';
 import type { Logger } from 'pino';
 import { MQ_CONCURRENCY } from './emitter.js';
-import { newRedis, type RedisEndpoint } from './redis-endpoint.js';
+import { newRedis, reportConnection, warnEach, type ConnectionReport, type RedisEndpoint } from './redis-endpoint.js';
 import type { SessionBackend } from './session-backend.js';
 import { RedisSessions, type ScriptedRedis } from './sessions-redis.js';
 
@@ -51,6 +51,8 @@ export interface ClusterPlugins {
   readonly persistence: unknown;
   /** The bounds on persistent sessions, over the persistence's keys. */
   readonly sessions: SessionBackend;
+  /** Where failures for Redis go: the connections' own, and the session sweeper's. */
+  readonly report: ConnectionReport;
   /** Destroys the persistence, closes the emitter (if Aedes has not) and their connections. Idempotent. */
   close(): Promise<void>;
 }
@@ -60,6 +62,8 @@ export interface ClusterPluginOptions {
   connectTimeoutMs?: number;
   /** Whether this instance is alone on the Redis: then publishes skip Redis (presence.ts). */
   presence?: { readonly alone: boolean };
+  /** Where the connections' errors and recoveries go (default: each error a warning). */
+  report?: ConnectionReport;
 }
 
 /** The subset of an ioredis 5 connection used here. */
@@ -103,14 +107,14 @@ export async function createClusterPlugins(
   const tag = `{${prefix}}`;
   const log = logger.child({ module: 'broker-cluster' });
   const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+  const report = options.report ?? warnEach(log, 'Redis connection error');
 
   const MqRedis = loadRedisFor('mqemitter-redis');
   const PersistenceRedis = loadRedisFor('aedes-persistence-redis');
   const connections: RedisConnection[] = [];
   const connect = (Redis: RedisConstructor, name: string, extra: Record<string, unknown> = {}): RedisConnection => {
     const conn = newRedis(Redis, endpoint, { connectionName: `${prefix}:${name}`, ...extra });
-    // Without a listener ioredis prints every failed reconnect to stderr.
-    conn.on('error', (err: Error) => log.warn({ conn: name, err: err.message }, 'Redis connection error'));
+    reportConnection(conn, name, report);
     connections.push(conn);
     return conn;
   };
@@ -135,8 +139,9 @@ export async function createClusterPlugins(
     matchEmptyLevels: true, // [MQTT-4.7.1-3]: `a/#` matches `a`
   });
   deliverHereFirst(mq, `${tag}:mqtt/`, options.presence);
-  // The emitter re-emits connection errors on `state`; with no listener that event would throw.
-  mq.state.on('error', (err: Error) => log.warn({ err: err.message }, 'MQTT emitter Redis error'));
+  // The emitter re-emits its connections' errors on `state` (reported above); with no
+  // listener that event would throw.
+  mq.state.on('error', (err: Error) => log.debug({ err: err.message }, 'MQTT emitter Redis error'));
 
   const persistence: createPersistence.RedisPersistence = createPersistence({
     conn: dbConn,
@@ -151,6 +156,7 @@ export async function createClusterPlugins(
     mq,
     persistence,
     sessions,
+    report,
     close() {
       closing ??= (async () => {
         // Aedes' close() already closed the emitter (QUIT on both its connections); this

@@ -38,8 +38,9 @@ export function connectHooks(ctx: BrokerContext, identifier: Identifier, limits:
 
     authenticate(client, username, password, done) {
       const refuse = refuser(ctx, client, username, done);
-      if (limits.connectedClients() >= ctx.config.maxConnections) return refuse(SERVER_UNAVAILABLE, 'MAX_CONNECTIONS reached');
-      if (!limits.available()) return refuse(SERVER_UNAVAILABLE, 'Redis is unreachable: sessions cannot be opened');
+      // About the bridge, not the client: one line for every client refused so.
+      if (limits.connectedClients() >= ctx.config.maxConnections) return refuse(SERVER_UNAVAILABLE, 'MAX_CONNECTIONS reached', false);
+      if (!limits.available()) return refuse(SERVER_UNAVAILABLE, 'Redis is unreachable: sessions cannot be opened', false);
       identifier.identify(client, username, password).then(
         (result) => {
           if ('code' in result) return refuse(result.code, result.reason);
@@ -61,11 +62,11 @@ export function connectHooks(ctx: BrokerContext, identifier: Identifier, limits:
 
 /** Refuses the CONNECT with a code, counted and logged. */
 function refuser(ctx: BrokerContext, client: Client, username: string | undefined, done: Done) {
-  return (code: number, reason: string): void => {
+  return (code: number, reason: string, perClient = true): void => {
     ctx.refusals.connect += 1;
     const address = ctx.connections.get(client.conn)?.address;
     // Never the password: only who tried, from where, and why it failed.
-    ctx.log.warn({ clientId: client.id, username, address, reason }, 'connection refused');
+    ctx.refusalLog.refused(perClient ? client.id : undefined, reason, { clientId: client.id, username, address, reason }, 'connection refused');
     done(authError(code, reason), false);
   };
 }

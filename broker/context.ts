@@ -6,6 +6,7 @@ import type { Identity } from './acl.js';
 import type { ConnectionInfo } from './listeners.js';
 import type { BrokerConfig } from './options.js';
 import type { QuietClients } from './puback-refusal.js';
+import { RefusalLog } from './refusal-log.js';
 import type { SlowDrop } from './stream-guard.js';
 
 /** Counts of refused operations, for metrics. */
@@ -33,6 +34,8 @@ export interface BrokerContext {
   /** A client's CONNECT, from preConnect until authenticate has checked its will topic. */
   readonly connectPackets: WeakMap<Client, ConnectPacket>;
   readonly quiet: QuietClients;
+  /** Refusals of a client logged once per interval with a count, not each time. */
+  readonly refusalLog: RefusalLog;
   /** Filled by the listeners: transport, address and certificate of each connection. */
   readonly connections: WeakMap<object, ConnectionInfo>;
 }
@@ -45,6 +48,7 @@ export function createContext(config: BrokerConfig, log: Logger): BrokerContext 
     identities: new WeakMap(),
     connectPackets: new WeakMap(),
     quiet: new WeakSet(),
+    refusalLog: new RefusalLog(log),
     connections: new WeakMap(),
   };
 }

@@ -17,7 +17,7 @@
 //   counted it or stopped trusting its last count.
 // Redis Cluster counts subscribers per node, so there the instance never considers itself alone.
 import { Redis } from 'ioredis';
-import { newRedis, type RedisEndpoint } from './redis-endpoint.js';
+import { newRedis, reportConnection, warnEach, type ConnectionReport, type RedisEndpoint } from './redis-endpoint.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 
@@ -35,6 +35,8 @@ export interface PresenceOptions {
   /** The marker connection's CLIENT SETNAME. */
   connectionName: string;
   logger: Logger;
+  /** Where the marker connection's errors and recoveries go (default: each error a warning). */
+  report?: ConnectionReport;
 }
 
 export class Presence {
@@ -57,7 +59,7 @@ export class Presence {
     private readonly clustered: boolean,
   ) {
     this.marker = newRedis(Redis, opts.redis, { connectionName: opts.connectionName, lazyConnect: true, maxRetriesPerRequest: null });
-    this.marker.on('error', (err: Error) => opts.logger.warn({ err: err.message }, 'presence connection error'));
+    reportConnection(this.marker, 'presence', opts.report ?? warnEach(opts.logger, 'presence connection error'));
     this.marker.on('close', () => {
       this.marked = false;
       this.epoch += 1;
@@ -138,8 +140,8 @@ export class Presence {
           : 'instances on this Redis: publishes go through Redis pub/sub';
     if (this.closed || `${line}${live}` === this.reported) return;
     this.reported = `${line}${live}`;
-    if (live === undefined) this.opts.logger.warn(line);
-    else this.opts.logger.info({ instances: live }, line);
+    // Info either way: the safe choice is made, and Redis out of reach is warned about where it is met.
+    this.opts.logger.info(live === undefined ? {} : { instances: live }, line);
   }
 
   /** Stops counting and unsubscribes the marker; call once the broker has closed. */

@@ -31,3 +31,31 @@ function primaryOptions(url: string): Record<string, unknown> {
   if (u.protocol === 'rediss:') options.tls = {};
   return options;
 }
+
+/**
+ * Where a connection's failures and recoveries go. The bridge passes one that logs a Redis
+ * outage once, not once per connection and retry; without one, each error is a warning.
+ */
+export interface ConnectionReport {
+  fail(source: string, err?: unknown): void;
+  ok(source: string): void;
+}
+
+interface Observable {
+  on(event: 'error', listener: (err: Error) => void): unknown;
+  on(event: 'ready', listener: () => void): unknown;
+}
+
+/** A listener on `error` is needed anyway: without one ioredis prints every failed reconnect. */
+export function reportConnection(conn: Observable, source: string, report: ConnectionReport): void {
+  conn.on('error', (err: Error) => report.fail(source, err));
+  conn.on('ready', () => report.ok(source));
+}
+
+/** Every error a warning, as a message: the default when nobody sums them up. */
+export function warnEach(log: { warn(fields: object, msg: string): void }, msg: string): ConnectionReport {
+  return {
+    fail: (source, err) => log.warn({ conn: source, err: err instanceof Error ? err.message : String(err) }, msg),
+    ok: () => undefined,
+  };
+}

@@ -10,6 +10,7 @@ import mqttPacket from 'mqtt-packet';
 import type { Logger } from 'pino';
 import { boundPersistence, type OfflineCounts, type OfflineLimits } from './bounded-persistence.js';
 import { deviceOfClientId, type SessionBackend } from './session-backend.js';
+import type { ConnectionReport } from './redis-endpoint.js';
 
 type Authenticate = Required<AedesOptions>['authenticate'];
 /** What Aedes 2.0.0-beta.1 has and its types do not declare. */
@@ -53,6 +54,8 @@ export class SessionLimits {
     private readonly log: Logger,
     /** Counts a refused CONNECT with the broker's other refusals. */
     private readonly onRefused: () => void,
+    /** Where a sweep failing for Redis goes (the cluster's report); without one, each is a warning. */
+    private readonly report?: ConnectionReport,
   ) {
     this.tickMs = Math.min(10_000, Math.max(100, (config.maxSessionExpiryS * 1000) / 4));
   }
@@ -159,7 +162,10 @@ export class SessionLimits {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
       this.sweep()
-        .catch((err: unknown) => this.log.warn({ err }, 'session sweep failed'))
+        .then(
+          () => this.report?.ok('session sweep'),
+          (err: unknown) => (this.report ? this.report.fail('session sweep', err) : this.log.warn({ err }, 'session sweep failed')),
+        )
         .finally(() => this.schedule());
     }, this.tickMs);
     this.timer.unref();

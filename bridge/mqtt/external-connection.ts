@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import mqtt, { type IClientOptions, type IPublishPacket, type MqttClient, type OnMessageCallback } from 'mqtt';
 import type { Logger } from 'pino';
+import type { ConditionReport } from '../repeating-log.js';
 import { ConfigError, parseInferTopic, PUBACK_REASON, requestPropertiesOf, type RequestHandler } from '../../contract/index.js';
 
 export interface ExternalBrokerOptions {
@@ -48,6 +49,8 @@ export interface ConnectionOptions {
   onRequest: RequestHandler;
   admissions: AdmissionCount;
   log: Logger;
+  /** The broker out of reach, shared by the instance's connections (one set of lines for all). */
+  unreachable: ConditionReport;
 }
 
 /**
@@ -64,23 +67,32 @@ export async function openConnection(options: ExternalBrokerOptions, c: Connecti
   let subscribed = false;
   let unsubscribed = false;
   let connects = 0;
+  let lastError: Error | undefined;
   client.on('connect', (connack) => {
     up = true;
     subscribed = false;
     connects += 1;
-    log.info({ sessionPresent: connack.sessionPresent, connects }, 'connected to the broker');
+    lastError = undefined;
+    c.unreachable.ok(c.clientId);
+    // Reconnects are summed up by the condition's end line.
+    log[connects === 1 ? 'info' : 'debug']({ sessionPresent: connack.sessionPresent, connects }, 'connected to the broker');
     // The Will may have marked this instance offline while it was away.
     if (c.status) client.publish(c.status.topic, c.status.online, { qos: 1, retain: true });
     // Every time: a session may be present without the subscription (a graceful stop drops
     // it, a broker restart may forget it).
     if (!unsubscribed) subscribe(client, filters, log, () => (subscribed = true));
   });
+  // One report per failed attempt or lost connection: the error (if any) comes before the close.
   client.on('close', () => {
-    if (up) log.warn('broker connection lost: reconnecting; requests wait in the broker meanwhile');
+    // Ended by us (a stop, a refused start): expected, nothing to report.
+    if (!client.disconnecting) c.unreachable.fail(c.clientId, lastError ?? new Error(up ? 'connection lost' : 'connection closed'));
+    lastError = undefined;
     up = false;
   });
-  client.on('error', (err) => log.warn({ err: err.message }, 'broker connection error'));
-  await firstConnection(client, options.brokerUrl, log);
+  client.on('error', (err) => {
+    lastError = err;
+  });
+  await firstConnection(client, options.brokerUrl);
   return {
     client,
     ready: () => up && (subscribed || unsubscribed),
@@ -197,6 +209,7 @@ function subscribe(client: MqttClient, filters: string[], log: Logger, granted: 
       log.error({ err: err?.message, filter, code }, 'the broker refused the shared subscription: no request will arrive');
       return;
     }
+    // Every time, reconnects too: from now on requests arrive on this connection.
     log.info({ filter, qos: code }, 'subscribed');
     // Images are optional: a broker whose ACL leaves them out still serves every request.
     const imageCode = grants?.[1]?.qos;
@@ -212,7 +225,7 @@ function subscribe(client: MqttClient, filters: string[], log: Logger, granted: 
  * bridge starts unready and keeps trying: the broker may start after it). A broker that
  * refuses the connection (credentials, client id) rejects: retrying would not help.
  */
-function firstConnection(client: MqttClient, url: string, log: Logger): Promise<void> {
+function firstConnection(client: MqttClient, url: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const settle = (): void => {
       client.off('connect', onConnect);
@@ -225,9 +238,9 @@ function firstConnection(client: MqttClient, url: string, log: Logger): Promise<
       client.end(true);
       reject(new ConfigError('BROKER_URL', `${redactUrl(url)} refused the connection: ${err.message}`));
     };
+    // The close before it reported the broker unreachable.
     const onOffline = (): void => {
       settle();
-      log.warn('broker unreachable: starting unready and retrying');
       resolve();
     };
     const onConnect = (): void => {

@@ -14,6 +14,7 @@ import {
   type StatusMessages,
 } from './external-connection.js';
 import type { MqttPort } from './port.js';
+import { RepeatingLog, type RepeatingLogOptions } from '../repeating-log.js';
 
 export type { ExternalBrokerOptions, StatusMessages } from './external-connection.js';
 
@@ -52,10 +53,16 @@ export async function openExternal(
   status: StatusMessages,
   onRequest: RequestHandler,
   logger: Logger,
+  repeatLog: RepeatingLogOptions = {},
 ): Promise<ExternalPort> {
   const log = logger.child({ module: 'external-broker', broker: redactUrl(options.brokerUrl) });
   const filters = sharedSubscriptions(options.brokerShareGroup);
   const admissions = new AdmissionCount();
+  const unreachable = new RepeatingLog(log, {
+    started: 'broker unreachable: unready, retrying; requests wait in the broker meanwhile',
+    repeating: 'broker still unreachable',
+    ended: 'broker reachable again',
+  }, repeatLog);
   const settled = await Promise.allSettled(
     Array.from({ length: options.brokerConnections }, (_, index) =>
       openConnection(options, {
@@ -65,6 +72,7 @@ export async function openExternal(
         onRequest,
         admissions,
         log,
+        unreachable,
       }),
     ),
   );
@@ -97,6 +105,7 @@ export async function openExternal(
       log.info('unsubscribed: the other instances of the share group take the requests');
     },
     async close() {
+      unreachable.silence();
       // Clean DISCONNECTs: the Will is not sent, the app publishes `offline` itself.
       await Promise.all(connections.map((c) => c.client.endAsync()));
     },

@@ -5,7 +5,8 @@ import { PRIORITIES } from '../../contract/index.js';
 import type { BudgetReport } from './budgets-report.js';
 import { registerScadaState } from './metrics-scada.js';
 import { registerSessionState } from './metrics-sessions.js';
-import { CIRCUIT_VALUE, PREFIX, readQueueDepth, STORE_SCRAPE_TIMEOUT_MS, withTimeout, type MetricsSources } from './metrics-common.js';
+import type { CircuitState } from '../upstream/breaker.js';
+import { PREFIX, readQueueDepth, STORE_SCRAPE_TIMEOUT_MS, withTimeout, type MetricsSources } from './metrics-common.js';
 
 /** The queue, the jobs this instance holds and the providers' circuits. */
 export function registerWorkState(registers: Registry[], sources: MetricsSources): void {
@@ -48,17 +49,22 @@ export function registerWorkState(registers: Registry[], sources: MetricsSources
       this.set(sources.inFlight());
     },
   });
+  // Prometheus' enum convention: a series per state, 1 for the current one.
   new Gauge({
     name: `${PREFIX}circuit_state`,
-    help: 'Circuit breaker state per provider as this instance last saw it: 0 closed, 1 half-open, 2 open',
-    labelNames: ['provider'] as const,
+    help: 'Circuit breaker state per provider as this instance last saw it: 1 for the current state (closed, half-open, open), 0 for the others',
+    labelNames: ['provider', 'state'] as const,
     registers,
     collect() {
       this.reset();
-      for (const { name, circuit } of sources.providers()) this.set({ provider: name }, CIRCUIT_VALUE[circuit]);
+      for (const { name, circuit } of sources.providers()) {
+        for (const state of CIRCUIT_STATES) this.set({ provider: name, state }, state === circuit ? 1 : 0);
+      }
     },
   });
 }
+
+const CIRCUIT_STATES: readonly CircuitState[] = ['closed', 'half-open', 'open'];
 
 /** The embedded broker's clients and refusals. */
 export function registerBrokerState(registers: Registry[], sources: MetricsSources): void {
@@ -120,7 +126,8 @@ function sharedPerScrape<T>(read: () => Promise<T | undefined>): () => Promise<T
 /** Each budget's use in its current period (one store read per scrape, bounded like the queue depth's). */
 export function registerBudgetState(registers: Registry[], read: () => Promise<BudgetReport>): void {
   const reportOfScrape = sharedPerScrape(() => withTimeout(read(), STORE_SCRAPE_TIMEOUT_MS, 'budgets').catch(() => undefined));
-  const perBudget = (name: string, help: string, valueOf: (b: BudgetReport['budgets'][number]) => number): void => {
+  type Budget = BudgetReport['budgets'][number];
+  const perBudget = (name: string, help: string, valueOf: (b: Budget) => number, only: (b: Budget) => boolean = () => true): void => {
     new Gauge({
       name: `${PREFIX}${name}`,
       help,
@@ -129,13 +136,14 @@ export function registerBudgetState(registers: Registry[], read: () => Promise<B
       async collect() {
         const report = await reportOfScrape();
         this.reset();
-        for (const b of report?.budgets ?? []) this.set({ budget: b.name }, valueOf(b));
+        for (const b of report?.budgets ?? []) if (only(b)) this.set({ budget: b.name }, valueOf(b));
       },
     });
   };
-  perBudget('budget_used', 'What each CONFIG_FILE budget has used in its current period (tokens or USD), all its devices together', (b) =>
-    b.use.reduce((sum, u) => sum + u.used, 0),
-  );
+  // One metric per unit: a sum over budgets never adds tokens to dollars.
+  const used = (b: Budget): number => b.use.reduce((sum, u) => sum + u.used, 0);
+  perBudget('budget_used_tokens', 'Tokens each CONFIG_FILE token budget has used in its current period, all its devices together', used, (b) => b.unit === 'tokens');
+  perBudget('budget_used_usd', 'US dollars each CONFIG_FILE cost budget has used in its current period, all its devices together', used, (b) => b.unit === 'usd');
   perBudget('budget_fullest_ratio', 'The largest share of its limit (used and reserved) any device, or the fleet, has of each budget; 1 is used up', (b) =>
     Math.max(0, ...b.use.map((u) => (u.used + u.reserved) / b.limit)),
   );

@@ -5,7 +5,7 @@
 // Hot path: every label combination known in advance (priority × outcome, lock grants…) is
 // bound once at construction (metrics-observed.ts), so observing a request is an array/record
 // lookup and an increment. Values owned elsewhere are read at scrape time (metrics-scraped.ts).
-import { collectDefaultMetrics, Counter, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { Priority, Reply } from '../../contract/index.js';
 import type { OverloadObserver, ShedReason } from '../intake/overload.js';
 import type { SchedulerObserver } from '../scheduling/scheduler.js';
@@ -26,6 +26,7 @@ import {
 } from './metrics-common.js';
 import { registerOverload, registerRequests, registerWork, type OverloadMetrics, type RequestMetrics, type WorkMetrics } from './metrics-observed.js';
 import type { DashboardRecorder } from './dashboard/recorder.js';
+import { VERSION } from '../version.js';
 import { registerBrokerState, registerBudgetState, registerWorkState } from './metrics-scraped.js';
 
 export { STORE_SCRAPE_TIMEOUT_MS, type MetricsSources } from './metrics-common.js';
@@ -84,6 +85,7 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
     // Registration order is the order of /metrics.
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
+    new Gauge({ name: `${PREFIX}build_info`, help: 'Always 1; the version label names the running version', labelNames: ['version'] as const, registers }).set({ version: VERSION }, 1);
     this.requests = registerRequests(registers);
     this.overload = registerOverload(registers);
     this.work = registerWork(registers);

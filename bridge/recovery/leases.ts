@@ -3,6 +3,8 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/types.js';
+import { storeFailed } from '../store/outage.js';
+import type { ConditionReport } from '../repeating-log.js';
 
 /**
  * A lease outlives one attempt by this much: the longest pause (GC, SIGSTOP, a VM freeze) a
@@ -41,6 +43,8 @@ export class LeaseRenewal {
     private readonly clock: () => number,
     private readonly logger: Logger,
     private readonly held: () => HeldLease[],
+    /** The store out of reach: a renewal failing for it is summed up there. */
+    private readonly outage: ConditionReport,
   ) {}
 
   start(): void {
@@ -54,7 +58,11 @@ export class LeaseRenewal {
 
   private async renew(): Promise<void> {
     const entries = this.held();
-    if (entries.length === 0) return;
+    if (entries.length === 0) {
+      // Nothing left to renew: a renewal that failed no longer keeps the outage open.
+      this.outage.ok('lease renewal');
+      return;
+    }
     const sentAt = performance.now();
     try {
       const held = await this.store.renew(
@@ -63,13 +71,14 @@ export class LeaseRenewal {
         this.leaseMs,
         this.clock(),
       );
+      this.outage.ok('lease renewal');
       entries.forEach((entry, i) => {
         if (held[i]) entry.leaseUntil = sentAt + this.leaseMs;
         else entry.leaseLost = true;
       });
     } catch (err) {
       // Not renewed: leaseUntil stays as it was, so attempts stop once it is too close.
-      this.logger.warn({ err }, 'lease renewal failed');
+      storeFailed(this.outage, 'lease renewal', err, () => this.logger.warn({ err }, 'lease renewal failed'));
     }
   }
 }

@@ -5,6 +5,8 @@ import { lazyChild, type Logger } from '../logger.js';
 import type { Completion } from '../results/completion.js';
 import { errorReply } from '../results/replies.js';
 import type { Store } from '../store/types.js';
+import { storeFailed } from '../store/outage.js';
+import type { ConditionReport } from '../repeating-log.js';
 
 /** How often this instance looks for jobs whose leases ran out (one cheap store call). */
 const REAP_EVERY_MS = 500;
@@ -13,6 +15,8 @@ export interface ReaperDeps {
   store: Store;
   completion: Completion;
   logger: Logger;
+  /** The store out of reach: a reap failing for it is summed up there. */
+  outage: ConditionReport;
   clock: () => number;
   maxAttempts: number;
   /** Ends completion retries at shutdown. */
@@ -35,7 +39,7 @@ export class Reaper {
   }
 
   private async reap(): Promise<void> {
-    const { store, completion, logger, signal } = this.deps;
+    const { store, completion, logger, signal, outage } = this.deps;
     try {
       const exhausted = await store.reap(this.deps.maxAttempts, this.deps.clock());
       for (const job of exhausted) {
@@ -44,9 +48,10 @@ export class Reaper {
         const error = new BridgeError('upstream_error', `gave up after ${job.attempts} attempts whose holders stopped`);
         await completion.unheld(job, errorReply(job.id, error, job.priority), log, signal);
       }
+      outage.ok('reap');
       if (exhausted.length > 0) this.deps.onReaped();
     } catch (err) {
-      logger.warn({ err }, 'reap failed');
+      storeFailed(outage, 'reap', err, () => logger.warn({ err }, 'reap failed'));
     }
   }
 }

@@ -11,6 +11,8 @@ import { LeaseRenewal, leaseMsFor } from '../recovery/leases.js';
 import { Reaper } from '../recovery/reaper.js';
 import { Completion, STORE_RETRY_MS } from '../results/completion.js';
 import type { Results } from '../results/results.js';
+import { storeFailed, storeOutage } from '../store/outage.js';
+import type { ConditionReport } from '../repeating-log.js';
 import type { ClaimAlong, ClaimedJob, ClaimOptions, ClaimResult, ExpiredJob, Lead, Store } from '../store/types.js';
 import { HoldTime } from './capacity.js';
 import { NO_OBSERVER, NO_QUEUE_WAIT, type QueueWaitSink, type SchedulerConfig, type SchedulerObserver, type Upstream } from './deps.js';
@@ -70,6 +72,8 @@ export class Scheduler implements Dispatch {
     private readonly clock: () => number = Date.now,
     private readonly observer: SchedulerObserver = NO_OBSERVER,
     private readonly queueWait: QueueWaitSink = NO_QUEUE_WAIT,
+    /** The store out of reach: claims, reaps, renewals and sweeps failing for it are summed up there. */
+    private readonly outage: ConditionReport = storeOutage(logger),
   ) {
     this.leaseMs = leaseMsFor(config.upstreamTimeoutMs);
     const completion = new Completion(config, store, results, clock, (u) => observer.usage(u.model, u.promptTokens, u.completionTokens, u.costUsd, u.template));
@@ -77,11 +81,12 @@ export class Scheduler implements Dispatch {
     this.slots = new Slots(config.maxConcurrency, () => this.running.size);
     this.coalescer = new Coalescer(store, this.leaseMs, clock);
     this.runner = new JobRunner({ config, store, upstream, completion, streams: results, coalescer: this.coalescer, logger, clock, observer, queueWait });
-    this.renewal = new LeaseRenewal(store, owner, this.leaseMs, clock, logger, () => [...this.running.values()]);
+    this.renewal = new LeaseRenewal(store, owner, this.leaseMs, clock, logger, () => [...this.running.values()], outage);
     this.reaper = new Reaper({
       store,
       completion,
       logger,
+      outage,
       clock,
       maxAttempts: config.maxAttempts,
       signal: this.stopped.signal,
@@ -91,7 +96,7 @@ export class Scheduler implements Dispatch {
       sweep: () => this.sweepExpired(),
       clock,
       retryMs: STORE_RETRY_MS,
-      onError: (err) => logger.warn({ err }, 'expiry sweep failed; retrying'),
+      onError: (err) => storeFailed(outage, 'expiry sweep', err, () => logger.warn({ err }, 'expiry sweep failed; retrying')),
     });
   }
 
@@ -214,8 +219,9 @@ export class Scheduler implements Dispatch {
         this.pumpAgain = false;
         nextWake = (await this.claimWhileFree()) ?? nextWake;
       } while (this.pumpAgain);
+      this.outage.ok('claim');
     } catch (err) {
-      this.logger.error({ err }, 'claim failed; retrying');
+      storeFailed(this.outage, 'claim', err, () => this.logger.error({ err }, 'claim failed; retrying'));
       nextWake = STORE_RETRY_MS;
     } finally {
       this.pumping = false;
@@ -272,6 +278,7 @@ export class Scheduler implements Dispatch {
   private async sweepExpired(): Promise<void> {
     if (this.stopping) return;
     const claimed = await this.store.claim(this.claimOptions(0), this.clock());
+    this.outage.ok('expiry sweep');
     for (const job of claimed.expired) this.expire(job);
   }
 

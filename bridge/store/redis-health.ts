@@ -4,7 +4,7 @@
 // timeout; the store refuses new admissions at once while the last answer is older than the
 // timeout, and the clock gives admissions a cutoff in Redis' own time (see admitCutoff).
 import type { Redis } from 'ioredis';
-import type { Logger } from '../logger.js';
+import type { ConditionReport } from '../repeating-log.js';
 
 export class RedisHealth {
   private timer: NodeJS.Timeout | undefined;
@@ -16,7 +16,7 @@ export class RedisHealth {
   constructor(
     private readonly redis: Redis,
     private readonly timeoutMs: number,
-    private readonly log: Logger,
+    private readonly report: ConditionReport,
   ) {}
 
   async start(): Promise<void> {
@@ -34,8 +34,8 @@ export class RedisHealth {
     const healthy = this.redis.status === 'ready' && Date.now() - this.lastAnswerAt < this.timeoutMs;
     if (healthy !== this.wasHealthy) {
       this.wasHealthy = healthy;
-      if (healthy) this.log.info('Redis answers again');
-      else this.log.warn({ silentMs: Date.now() - this.lastAnswerAt, timeoutMs: this.timeoutMs }, 'Redis is not answering: unready, new requests answered unavailable');
+      if (healthy) this.report.ok('answers');
+      else this.report.fail('answers', undefined, { silentMs: Date.now() - this.lastAnswerAt, timeoutMs: this.timeoutMs });
     }
     return healthy;
   }

@@ -88,7 +88,8 @@ describe('budgets', () => {
     const metrics = await (await fetch(`http://127.0.0.1:${h.bridge.httpPort}/metrics`)).text();
     expect(metrics).toMatch(/^edge_ai_bridge_budget_refusals_total\{budget="per-device"\} 1$/m);
     expect(metrics).toMatch(/^edge_ai_bridge_budget_fullest_ratio\{budget="per-device"\} [0-9.]+$/m);
-    expect(metrics).toMatch(/^edge_ai_bridge_budget_used\{budget="fleet"\} [1-9][0-9.]*$/m);
+    expect(metrics).toMatch(/^edge_ai_bridge_budget_used_tokens\{budget="fleet"\} [1-9][0-9.]*$/m);
+    expect(metrics).not.toMatch(/^edge_ai_bridge_budget_used_usd\{/m);
     // Its 30 tokens are all there: the next request is answered.
     await cam.publish('normal', small('n1'));
     expect((await cam.reply('n1'))[0]?.ok).toBe(true);

@@ -21,7 +21,8 @@ describe('/metrics', () => {
     for (const p of ['critical', 'high', 'normal', 'low']) {
       expect(sampleValue(before, `${P}queue_depth`, { priority: p })).toBe(0);
     }
-    expect(sampleValue(before, `${P}circuit_state`, { provider: 'primary' })).toBe(0);
+    expect(sampleValue(before, `${P}circuit_state`, { provider: 'primary', state: 'closed' })).toBe(1);
+    expect(sampleValue(before, `${P}circuit_state`, { provider: 'primary', state: 'open' })).toBe(0);
     expect(before.some((s) => s.name === `${P}in_flight`)).toBe(true);
 
     const device = await h.device('cam-1');

@@ -13,7 +13,7 @@ const FOLDERS = sourceFolders(ROOT);
 const STAGES = ['mqtt', 'intake', 'scheduling', 'coalescing', 'upstream', 'results', 'scada'];
 const BESIDE = ['store', 'config', 'recovery', 'ops'];
 /** bridge/ root files a subfolder may import; the rest (main, app, coordination…) only wire. */
-const SHARED_ROOT_FILES = ['logger.ts', 'version.ts'];
+const SHARED_ROOT_FILES = ['logger.ts', 'repeating-log.ts', 'version.ts'];
 
 /** [importing file, imported file], both relative to `base`, for every relative import under `dir`. */
 function imports(dir: string, base: string): Array<[string, string]> {

@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { BridgeMetrics, STORE_SCRAPE_TIMEOUT_MS, type MetricsSources } from '../../bridge/ops/metrics.js';
 import { parsePrometheus, sampleValue } from '../helpers/admin-http.js';
+import { VERSION } from '../../bridge/version.js';
 
 const sources = (queueDepth: MetricsSources['queueDepth']): MetricsSources => ({
   queueDepth,
@@ -23,8 +24,12 @@ describe('BridgeMetrics', () => {
     expect(samples.some((s) => s.name === 'edge_ai_bridge_queue_depth')).toBe(false);
     expect(sampleValue(samples, 'edge_ai_bridge_queue_depth_scrape_failures_total')).toBe(1);
     expect(sampleValue(samples, 'edge_ai_bridge_in_flight')).toBe(3);
-    expect(sampleValue(samples, 'edge_ai_bridge_circuit_state', { provider: 'primary' })).toBe(2);
-    expect(sampleValue(samples, 'edge_ai_bridge_circuit_state', { provider: 'fallback' })).toBe(1);
+    // One series per state, 1 for the current one (Prometheus' enum convention).
+    const circuit = (provider: string): Record<string, number | undefined> =>
+      Object.fromEntries(['closed', 'half-open', 'open'].map((state) => [state, sampleValue(samples, 'edge_ai_bridge_circuit_state', { provider, state })]));
+    expect(circuit('primary')).toEqual({ closed: 0, 'half-open': 0, open: 1 });
+    expect(circuit('fallback')).toEqual({ closed: 0, 'half-open': 1, open: 0 });
+    expect(samples.find((s) => s.name === 'edge_ai_bridge_build_info')).toMatchObject({ labels: { version: VERSION }, value: 1 });
     expect(sampleValue(samples, 'edge_ai_bridge_connected_clients')).toBe(7);
     expect(sampleValue(samples, 'edge_ai_bridge_auth_refusals_total')).toBe(4);
     expect(sampleValue(samples, 'edge_ai_bridge_acl_refusals_total', { action: 'publish' })).toBe(2);

@@ -69,6 +69,8 @@ export interface BridgeOptions {
 }
 
 const DEFAULT_METRICS_INTERVAL_MS = 5000;
+/** A stop may take SHUTDOWN_GRACE_MS for the work in flight, and this long for the rest (status, connections). */
+const STOP_MARGIN_MS = 10_000;
 
 /**
  * `upstreamUrl` must be resolved by the caller (main starts the simulator when it is unset).
@@ -208,7 +210,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
       if (stopping) return;
       stopping = true;
       log.info({ graceMs: config.shutdownGraceMs, inFlight: scheduler.inFlight }, 'shutting down');
-      await closers.closeAll();
+      await closers.closeAll(config.shutdownGraceMs + STOP_MARGIN_MS);
       log.info('stopped');
     },
   };

@@ -39,6 +39,16 @@ const SWEEP_EVERY = 4096;
 /** `recorded`: the reply recordReply kept while the job is still pending (not yet completed). */
 type Record_ = { state: 'pending'; recorded?: Reply } | { state: 'done'; reply: Reply; expiresAt: number };
 
+/**
+ * What a repeat of a known request gets: the stored reply once answered, and also once its
+ * holder recorded it (record, publish, complete: it is being published), else nothing yet.
+ */
+function repeatOf(record: Record_ | undefined, now: number): AdmitResult | undefined {
+  if (record?.state === 'pending') return record.recorded ? { kind: 'duplicate_done', reply: record.recorded } : { kind: 'duplicate_pending' };
+  if (record?.state === 'done' && record.expiresAt > now) return { kind: 'duplicate_done', reply: record.reply };
+  return undefined;
+}
+
 /** A job as data again (what a queue holds), without what a claim added to it. */
 function plainJob(held: Job & { owner?: string; fence?: number | undefined; callId?: string; recordedReply?: Reply }): Job {
   const { owner: _owner, fence: _fence, callId: _callId, recordedReply: _recorded, ...job } = held;
@@ -92,9 +102,8 @@ export class MemoryStore implements Store {
   async admit(job: Job, limits: AdmitLimits, now: number, claim?: ClaimOptions): Promise<AdmitResult> {
     const quota = await this.chargeQuota(job.deviceId, limits.deviceRpm, now);
     if (!quota.ok) return { kind: 'rate_limited', retryAfterMs: quota.retryAfterMs };
-    const record = this.records.get(job.key);
-    if (record?.state === 'pending') return { kind: 'duplicate_pending' };
-    if (record?.state === 'done' && record.expiresAt > now) return { kind: 'duplicate_done', reply: record.reply };
+    const repeat = repeatOf(this.records.get(job.key), now);
+    if (repeat) return repeat;
     const answer = job.cacheKey === undefined ? undefined : this.answers.cached(job.cacheKey, now);
     if (answer) return { kind: 'cached', answer };
     const size = this.bytes.fits(job, limits);
@@ -276,9 +285,8 @@ export class MemoryStore implements Store {
   }
 
   async admitAnswered(job: Job, reply: Reply, ttlS: number, now: number): Promise<AdmitResult> {
-    const record = this.records.get(job.key);
-    if (record?.state === 'pending') return { kind: 'duplicate_pending' };
-    if (record?.state === 'done' && record.expiresAt > now) return { kind: 'duplicate_done', reply: record.reply };
+    const repeat = repeatOf(this.records.get(job.key), now);
+    if (repeat) return repeat;
     this.records.set(job.key, { state: 'done', reply, expiresAt: now + ttlS * 1000 });
     return { kind: 'answered' };
   }

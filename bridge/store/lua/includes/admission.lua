@@ -16,7 +16,13 @@ local QUOTA_WINDOW_MS = 60000
 -- or nil when the key is free (an answer whose expiry passed is deleted).
 local function seen(kRecord, now)
   local state, exp, reply = readRecord(kRecord)
-  if state == 'pending' then return {'duplicate_pending'} end
+  if state == 'pending' then
+    -- Its holder recorded the reply and is publishing it (record, publish, complete): a repeat
+    -- arriving before the completion gets that reply, or it would get none.
+    local recorded = readJob(kRecord, 'r')[1]
+    if recorded then return {'duplicate_done', recorded} end
+    return {'duplicate_pending'}
+  end
   if state == 'done' then
     if exp > now then return {'duplicate_done', reply} end
     rcall('DEL', kRecord) -- its expiry passed: the key is free for a new job record

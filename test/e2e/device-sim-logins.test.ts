@@ -149,7 +149,8 @@ describe('device-sim hints when nothing answers', () => {
     const lines = run.stderr.split('\n').filter((line) => /^device-sim: \d+\.\d s /.test(line));
     expect(lines.length).toBeGreaterThan(5);
     expect(lines[0]).toMatch(/sent \d+ {2}answered 0 {2}ok 0 {2}errors none {2}in flight \d+ {2}0\.0\/s$/);
-    expect(lines.at(-1)).toMatch(/sent 4 {2}answered 0 {2}ok 0 {2}errors none {2}in flight 4 {2}0\.0\/s {2}— no answer and no bridge status seen/);
+    // The last line may come after the reply timeout gave the four up (in flight 0) on a slow machine.
+    expect(lines.at(-1)).toMatch(/sent 4 {2}answered 0 {2}ok 0 {2}errors none {2}in flight [04] {2}0\.0\/s {2}— no answer and no bridge status seen/);
     expect(run.stderr).not.toContain('\r');
   });
 

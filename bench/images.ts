@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startUpstream } from './e2e/upstream.js';
-import { alternatingRuns, outcomeFigures, runPhase, WARMUP_SECONDS } from './paced-phase.js';
+import { alternatingRuns, MEASURED_ENV, outcomeFigures, runPhase, WARMUP_SECONDS } from './paced-phase.js';
 import { pct, runsTable, type RowFormat } from './runs-table.js';
 
 const DEVICES = 20;
@@ -42,12 +42,7 @@ async function phase(form: Form, upstreamUrl: string, configFile: string, kb: nu
   const env = {
     UPSTREAM_URL: upstreamUrl,
     CONFIG_FILE: configFile,
-    // Limits far above the offered rate, no cache, no event-loop guard: every request is measured.
-    OVERLOAD_DELAY_MS: '0',
-    RATE_LIMIT_RPM: '10000000',
-    DEVICE_RATE_LIMIT_RPM: '10000000',
-    MAX_CONCURRENCY: '512',
-    CACHE_TTL_S: '0',
+    ...MEASURED_ENV,
     MAX_PAYLOAD_BYTES: String(bytes * 2),
     IMAGE_MAX_BYTES: String(bytes * 2),
   };

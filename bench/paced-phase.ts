@@ -40,6 +40,18 @@ export interface PhaseResult {
 
 export const WARMUP_SECONDS = WARMUP_S;
 
+/**
+ * Limits far above the offered rate, no cache, no event-loop guard: nothing waits for a limit
+ * or is refused, so every request is measured.
+ */
+export const MEASURED_ENV: Readonly<Record<string, string>> = {
+  OVERLOAD_DELAY_MS: '0',
+  RATE_LIMIT_RPM: '10000000',
+  DEVICE_RATE_LIMIT_RPM: '10000000',
+  MAX_CONCURRENCY: '512',
+  CACHE_TTL_S: '0',
+};
+
 async function connect(port: number, id: string, samples: Map<string, Sample>): Promise<MqttClient> {
   const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, { clientId: id, protocolVersion: 4, reconnectPeriod: 0 });
   await new Promise<void>((resolve, reject) => {

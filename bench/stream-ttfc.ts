@@ -15,6 +15,7 @@ import { Pool } from 'undici';
 import { startServiceProcess } from '../device-sim/service-process.js';
 import { startUpstream } from './e2e/upstream.js';
 import { drain, paced } from './pacing.js';
+import { MEASURED_ENV } from './paced-phase.js';
 import { pct, runsTable, type RowFormat } from './runs-table.js';
 
 const LATENCY_MS = 20;
@@ -149,14 +150,9 @@ async function throughBridge(url: string, rate: number, seconds: number, tag: st
   const service = await startServiceProcess(
     {
       UPSTREAM_URL: url,
-      // Limits far above the offered rate and the event-loop guard off: nothing waits for a
-      // limit or is refused, so every request is measured (BENCH_ENV can set them back).
-      OVERLOAD_DELAY_MS: '0',
-      RATE_LIMIT_RPM: '10000000',
-      DEVICE_RATE_LIMIT_RPM: '10000000',
-      MAX_CONCURRENCY: '512',
+      // Every request measured (BENCH_ENV can set the limits back).
+      ...MEASURED_ENV,
       QUEUE_MAX: '1000000',
-      CACHE_TTL_S: '0',
       ...env,
     },
     process.env.BENCH_BRIDGE ? { script: process.env.BENCH_BRIDGE } : {},

@@ -8,6 +8,8 @@ import type { Logger } from 'pino';
 export const REFUSAL_LOG_INTERVAL_MS = 60_000;
 /** Clients remembered at once: beyond, the one logged longest ago is forgotten (and logged again). */
 const MAX_CLIENTS = 10_000;
+/** Of a client id (a device's, up to 64 KiB in MQTT), what a key keeps: the memory stays bounded in bytes. */
+const KEY_ID_CHARS = 256;
 
 export class RefusalLog {
   /** Key → when it was last logged and the refusals since; in the order they were last logged. */
@@ -21,7 +23,7 @@ export class RefusalLog {
 
   /** Logs the refusal (warn), or counts it when this client's same refusal was logged within the interval. */
   refused(clientId: string | undefined, reason: string, fields: Record<string, unknown>, msg: string): void {
-    const key = `${clientId ?? ''}\u0000${reason}`;
+    const key = `${(clientId ?? '').slice(0, KEY_ID_CHARS)}\u0000${reason}`;
     const at = this.now();
     const entry = this.seen.get(key);
     if (entry && at - entry.at < this.intervalMs) {

@@ -25,4 +25,13 @@ describe('refusal log', () => {
     ]);
     expect(lines[1]).toMatchObject({ level: 40, msg: 'connection refused', sinceMs: 60_000 });
   });
+
+  it('keeps a bounded part of a client id as its key: long ids that share it share one entry', () => {
+    const sink = logSink();
+    const log = new RefusalLog(createLogger('info', sink.stream), 60_000, () => 0);
+    const long = 'x'.repeat(256);
+    for (let i = 0; i < 10; i++) log.refused(`${long}${i}${'y'.repeat(60_000)}`, 'bad password', {}, 'connection refused');
+    log.refused('cam-1', 'bad password', {}, 'connection refused');
+    expect(sink.lines()).toHaveLength(2);
+  });
 });

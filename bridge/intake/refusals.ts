@@ -61,7 +61,11 @@ export class DeviceRefusals {
    */
   refused(deviceId: string, now: number, counted = true): boolean {
     let over = this.devices.get(deviceId);
-    if (!over && !counted) this.devices.set(deviceId, (over = { until: now, lastReplyMs: -Infinity, refused: 0, since: now }));
+    if (!over && !counted) {
+      // Bounded as `over` is: while the store is away every device may come through here.
+      this.sweep(now);
+      this.devices.set(deviceId, (over = { until: now, lastReplyMs: -Infinity, refused: 0, since: now }));
+    }
     if (!over) return true;
     if (now - over.since >= this.limits.logEveryMs) this.flush(deviceId, over, now);
     over.refused += 1;

@@ -53,4 +53,11 @@ describe('device refusals', () => {
     expect(answered).toBe(1);
     expect(refusals.retryAfter('cam-9', 500)).toBeUndefined(); // not over its quota: its next publish is read
   });
+
+  it('bounds the devices it remembers for refusals the store could not count too', () => {
+    const { logger } = logged();
+    const refusals = new DeviceRefusals(logger, undefined, { replyEveryMs: 1000, logEveryMs: 10_000, maxDevices: 50 });
+    for (let i = 0; i < 500; i += 1) refusals.refused(`cam-${i}`, i, false);
+    expect(refusals.size).toBeLessThanOrEqual(50);
+  });
 });

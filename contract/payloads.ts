@@ -1,7 +1,7 @@
 // Payloads of the contract: requests, replies and the status document, as zod schemas.
 import { z } from 'zod';
 import { ErrorCodeSchema } from './errors.js';
-import { PrioritySchema, REQUEST_ID_PATTERN } from './topics.js';
+import { PrioritySchema, REQUEST_ID_PATTERN, TEMPLATE_NAME_PATTERN } from './topics.js';
 
 // --- request -------------------------------------------------------------------------
 
@@ -174,8 +174,7 @@ export const EmbeddingRequestSchema = z.strictObject({
 }, unknownField);
 export type EmbeddingRequest = z.infer<typeof EmbeddingRequestSchema>;
 
-/** Template and var names: what `{{name}}` may hold. */
-export const TEMPLATE_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+/** Var names: what `{{name}}` may hold. */
 export const VAR_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 /** Vars one template request may carry, and the characters of one string var. */
 export const MAX_VARS = 32;

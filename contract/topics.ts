@@ -1,14 +1,12 @@
 // Topics of the contract: priorities, device and request ids, and the topic names.
 import { z } from 'zod';
+import { DEVICE_ID_PATTERN, PRIORITIES, type Priority } from './names.js';
+
+export * from './names.js';
 
 export const CONTRACT_VERSION = 1;
 
-export const PRIORITIES = ['critical', 'high', 'normal', 'low'] as const;
 export const PrioritySchema = z.enum(PRIORITIES);
-export type Priority = z.infer<typeof PrioritySchema>;
-
-export const DEVICE_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
-export const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,64}$/;
 
 /** A client's device id is its client id up to the first `.`. */
 export function deviceIdOfClientId(clientId: string): string | null {
@@ -16,20 +14,6 @@ export function deviceIdOfClientId(clientId: string): string | null {
   const id = dot === -1 ? clientId : clientId.slice(0, dot);
   return DEVICE_ID_PATTERN.test(id) ? id : null;
 }
-
-export const topics = {
-  infer: (deviceId: string, priority: Priority): string => `devices/${deviceId}/infer/${priority}`,
-  result: (deviceId: string): string => `devices/${deviceId}/result`,
-  /** Chunks of a `"stream": true` request's text, as the upstream writes it. */
-  stream: (deviceId: string): string => `devices/${deviceId}/stream`,
-  status: (instanceId: string): string => `bridge/${instanceId}/status`,
-  metrics: (instanceId: string): string => `bridge/${instanceId}/metrics`,
-  inferWildcard: 'devices/+/infer/+',
-  /** A raw camera image: `devices/{id}/image/{priority}/{template}/{requestId}` (MQTT 5 may name the last two in user properties). */
-  image: (deviceId: string, priority: Priority, template: string, requestId: string): string =>
-    `devices/${deviceId}/image/${priority}/${template}/${requestId}`,
-  imageWildcard: 'devices/+/image/#',
-};
 
 export type InferTopic =
   | { kind: 'infer'; deviceId: string; priority: Priority }

@@ -27,7 +27,10 @@ export class BridgeStream implements AsyncIterable<StreamEvent> {
   chunk(chunk: { seq: number; delta?: string; reset?: boolean }): void {
     if (this.ended) return;
     // seq 0 again: the request runs anew (a takeover after a crash) and its text starts afresh.
-    if (chunk.seq === 0 && this.nextSeq > 0) this.clear();
+    if (chunk.seq === 0 && this.nextSeq > 0) {
+      this.clear();
+      this.nextSeq = 0;
+    }
     if (chunk.seq < this.nextSeq) return; // a duplicate
     if (chunk.seq > this.nextSeq) this.gap = true;
     this.nextSeq = chunk.seq + 1;

@@ -54,6 +54,15 @@ describe('folder layering', () => {
     expect(circles(edges)).toEqual([]);
   });
 
+  it('keeps client/ on contract/ alone, and at run time on mqtt and the contract\'s names only: device code installs nothing more', () => {
+    expect([...(edges.get('client') ?? [])]).toEqual(['contract']);
+    const runtime = sourceFiles(join(ROOT, 'client'), ['.']).flatMap((file) =>
+      [...readFileSync(file, 'utf8').matchAll(/^(?:import|export) (?!type )[^;]*?from '([^']+)'/gm)].map((m) => m[1] as string),
+    );
+    expect(runtime.length).toBeGreaterThan(0);
+    expect(runtime.filter((target) => !target.startsWith('./') && !target.startsWith('node:') && !['mqtt', '../contract/names.js'].includes(target))).toEqual([]);
+  });
+
   it('keeps scada-sim/ on contract/ alone: it reads what SCADA reads, as an outside host would', () => {
     expect(FOLDERS).toContain('scada-sim');
     expect([...(edges.get('scada-sim') ?? [])]).toEqual(['contract']);

@@ -20,7 +20,18 @@ afterEach(async () => {
 const dir = tempDir('eab-client-');
 afterAll(() => dir.remove());
 const CONFIG_FILE = `${dir.path}/templates.json`;
-writeFileSync(CONFIG_FILE, JSON.stringify({ templates: { inspect: { messages: [{ role: 'user', content: 'Inspect {{part}}' }] } } }));
+writeFileSync(
+  CONFIG_FILE,
+  JSON.stringify({
+    templates: {
+      inspect: { messages: [{ role: 'user', content: 'Inspect {{part}}' }] },
+      'scratch-check': { messages: [{ role: 'user', content: 'Is there a scratch on part {{part}}?' }] },
+      'any-defect': { messages: [{ role: 'user', content: 'Any defect?' }] },
+    },
+  }),
+);
+/** A small, whole JPEG: start and end markers around some bytes. */
+const jpeg = (fill: number): Buffer => Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), Buffer.alloc(2000, fill), Buffer.from([0xff, 0xd9])]);
 
 const OPEN_LIMITS = { DEVICE_RATE_LIMIT_RPM: '100000', RATE_LIMIT_RPM: '100000', MAX_CONCURRENCY: '200' };
 
@@ -66,5 +77,18 @@ describe.each(BROKER_MODES)('client on the %s broker', (mode) => {
     expect(batch[0]).toMatchObject({ ok: true, content: 'sim answer to: x' });
     expect(batch[1]).toMatchObject({ ok: true });
     expect(batch[2]).toMatchObject({ name: 'BridgeRequestError', code: 'invalid_request' });
+  });
+
+  it.each([5, 4] as const)('MQTT %i: sends a raw image, the template named in its topic (and its vars as user properties on MQTT 5)', async (protocolVersion) => {
+    h = await startHarness({ ...OPEN_LIMITS, CONFIG_FILE }, { latencyMs: 5 }, undefined, { mode });
+    client = await BridgeClient.connect({ url: h.url, deviceId: 'cam-4', protocolVersion });
+    const reply =
+      protocolVersion === 5
+        ? await client.image(jpeg(1), { template: 'scratch-check', vars: { part: 'A7' }, priority: 'high' })
+        : await client.image(jpeg(1), { template: 'any-defect', priority: 'high' });
+    expect(reply).toMatchObject({ ok: true, priority: 'high', content: `sim answer to: ${protocolVersion === 5 ? 'Is there a scratch on part A7?' : 'Any defect?'}` });
+    const body = h.upstream.requests[0]?.body as { messages: Array<{ content: Array<{ image_url?: { url: string } }> }> };
+    expect(body.messages[0]?.content[1]?.image_url?.url).toBe(`data:image/jpeg;base64,${jpeg(1).toString('base64')}`);
+    if (protocolVersion === 4) await expect(client.image(jpeg(2), { template: 'scratch-check', vars: { part: 'B' } })).rejects.toThrow(/needs MQTT 5/);
   });
 });

@@ -64,8 +64,8 @@ export class Call {
     if (this.settle()) this.rejectReply(BridgeRequestError.fromReply(reply, this.id, this.attempts));
   }
 
-  fail(code: ClientErrorCode, message: string): void {
-    if (this.settle()) this.rejectReply(new BridgeRequestError(code, message, { requestId: this.id, attempts: this.attempts }));
+  fail(code: ClientErrorCode, message: string, reasonCode?: number): void {
+    if (this.settle()) this.rejectReply(new BridgeRequestError(code, message, { requestId: this.id, attempts: this.attempts, reasonCode }));
   }
 
   private settle(): boolean {

@@ -57,6 +57,11 @@ export class BridgeClient {
     return this.mqtt.connected;
   }
 
+  /** The mqtt.js connection, to watch its events or read other topics; publishing requests on it bypasses the client. */
+  get connection(): MqttClient {
+    return this.mqtt;
+  }
+
   chat(request: ChatInput, options: CallOptions = {}): Promise<OkReply> {
     return this.request(request, options);
   }
@@ -194,7 +199,7 @@ export class BridgeClient {
             ...(out.expirySeconds !== undefined ? { messageExpiryInterval: out.expirySeconds } : {}),
           }
         : undefined;
-    this.mqtt.publish(out.topic, out.payload, { qos: 1, ...(properties ? { properties } : {}) }, (err) => this.onPublished(call, err));
+    this.mqtt.publish(out.topic, out.payload, { qos: this.settings.qos, ...(properties ? { properties } : {}) }, (err) => this.onPublished(call, err));
     // Sent again when no reply came in time, unless the deadline comes first.
     if (this.settings.attemptTimeoutMs < call.timeLeft()) call.after(this.settings.attemptTimeoutMs, () => this.send(call));
   }
@@ -205,7 +210,7 @@ export class BridgeClient {
       return;
     }
     // A lost connection is made good on reconnect; a broker that dropped the request says why.
-    if (typeof err.code === 'number' && PUBLISH_REFUSED.has(err.code)) call.fail('refused', `the broker refused the request: ${err.message}`);
+    if (typeof err.code === 'number' && PUBLISH_REFUSED.has(err.code)) call.fail('refused', `the broker refused the request: ${err.message}`, err.code);
     else if (this.mqtt.connected && err.code === undefined) call.fail('refused', `the request could not be published: ${err.message}`);
   }
 

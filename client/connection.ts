@@ -41,7 +41,11 @@ function open(options: ConnectOptions, settings: ClientSettings, protocolVersion
       client.end(true);
       reject(err);
     };
-    const timer = setTimeout(() => fail(new BridgeConnectError(`no connection to ${options.url} within ${settings.connectTimeoutMs} ms`)), settings.connectTimeoutMs);
+    let lastError: (Error & { code?: unknown }) | undefined;
+    const timer = setTimeout(() => {
+      const why = lastError === undefined ? '' : ` (last error: ${lastError.message})`;
+      fail(new BridgeConnectError(`no connection to ${options.url} within ${settings.connectTimeoutMs} ms${why}`, undefined, { cause: lastError }));
+    }, settings.connectTimeoutMs);
     client.once('connect', () => {
       clearTimeout(timer);
       client.removeAllListeners('error');
@@ -50,6 +54,7 @@ function open(options: ConnectOptions, settings: ClientSettings, protocolVersion
     client.on('error', (err: Error & { code?: unknown }) => {
       // A CONNACK refusal carries its code; a socket error is retried until the timer.
       if (typeof err.code === 'number') fail(new BridgeConnectError(`${options.url} refused the connection: ${err.message}`, err.code));
+      else lastError = err;
     });
   });
 }

@@ -16,6 +16,8 @@ export interface RequestErrorDetails {
   attempts: number;
   retryAfterMs?: number | undefined;
   reply?: ErrorReply | undefined;
+  /** `refused`: the broker's MQTT 5 reason code, when it gave one. */
+  reasonCode?: number | undefined;
 }
 
 /** A call that ended without an ok reply. */
@@ -26,6 +28,7 @@ export class BridgeRequestError extends Error {
   readonly retryAfterMs: number | undefined;
   /** The error reply as received, when the bridge sent one. */
   readonly reply: ErrorReply | undefined;
+  readonly reasonCode: number | undefined;
 
   constructor(
     readonly code: ErrorCode | ClientErrorCode,
@@ -37,6 +40,7 @@ export class BridgeRequestError extends Error {
     this.attempts = details.attempts;
     this.retryAfterMs = details.retryAfterMs;
     this.reply = details.reply;
+    this.reasonCode = details.reasonCode;
   }
 
   static fromReply(reply: ErrorReply, requestId: string, attempts: number): BridgeRequestError {
@@ -52,7 +56,9 @@ export class BridgeConnectError extends Error {
     message: string,
     /** The CONNACK return code (3.1.1) or reason code (5), when the broker refused. */
     readonly reasonCode?: number,
+    /** The last socket error (ECONNREFUSED…), when no connection came up. */
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
   }
 }

@@ -31,6 +31,8 @@ export interface ConnectOptions {
   maxAttempts?: number;
   /** Default `normal`. */
   priority?: Priority;
+  /** QoS of the requests; default 1 (the broker acknowledges each, and holds it for the bridge). */
+  qos?: 0 | 1 | 2;
 }
 
 export interface CallOptions {
@@ -49,6 +51,7 @@ export interface CallSettings {
 
 export interface ClientSettings extends CallSettings {
   clientId: string;
+  qos: 0 | 1 | 2;
   protocolVersion: 4 | 5;
   keepalive: number;
   connectTimeoutMs: number;
@@ -74,12 +77,14 @@ export function settingsOf(options: ConnectOptions): ClientSettings {
     attemptTimeoutMs: options.attemptTimeoutMs ?? 20_000,
     maxAttempts: options.maxAttempts ?? 8,
     priority: options.priority ?? 'normal',
+    qos: options.qos ?? 1,
   };
   for (const name of ['keepalive', 'connectTimeoutMs', 'maxInFlight', 'timeoutMs', 'attemptTimeoutMs', 'maxAttempts'] as const) {
     if (!(Number.isFinite(settings[name]) && settings[name] > 0)) throw new TypeError(`${name} must be a positive number`);
   }
   if (!(Number.isInteger(settings.offlineBuffer) && settings.offlineBuffer >= 0)) throw new TypeError('offlineBuffer must be an integer ≥ 0');
   if (settings.protocolVersion !== 4 && settings.protocolVersion !== 5) throw new TypeError('protocolVersion must be 4 or 5');
+  if (![0, 1, 2].includes(settings.qos)) throw new TypeError('qos must be 0, 1 or 2');
   checkPriority(settings.priority);
   return settings;
 }

@@ -25,6 +25,7 @@ const USAGE = `usage: device-sim --url mqtt://127.0.0.1:1883 --devices 100 --rat
   [--password-file FILE]  the passwords: lines user:password, or one line, the password of every
                  device; blank lines and # comments are skipped
   [--mqtt5]      devices speak MQTT 5 (default 3.1.1): a refused publish shows its PUBACK reason
+  [--client]     each device is edge-ai-bridge/client device code (retries off: a lost reply counts)
   [--ttl-ms N]   every request carries ttl_ms N; counts per priority the expired replies and the
                  late ones (more than 100 ms after publish + N)
   [--stream]     every request carries "stream": true; each device also subscribes to its stream

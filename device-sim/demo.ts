@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm run demo`: the service (with its bundled upstream simulator) on free ports, a fleet
-// of 50 devices at 100 requests/s for 15 s, the result table, then a clean stop. When a
+// of 50 devices (device code on edge-ai-bridge/client) at 100 requests/s for 15 s, the result
+// table, then a clean stop. When a
 // bridge already runs here (`npm start`: its admin port answers), the devices go to it
 // instead, within its default upstream budget, so its dashboard shows them. Its admin port is
 // HTTP_PORT (and HTTP_HOST), as for the bridge, or `--admin URL`; its MQTT port, whatever it
@@ -62,6 +63,7 @@ async function onRunning(url: string, admin: URL, durationS: number): Promise<nu
     durationS,
     mix: parseMix(MIX),
     qos: 1,
+    client: true,
     prefix: 'demo',
     replyTimeoutMs: 30_000,
     onProgress: (line) => say(line),
@@ -104,6 +106,7 @@ async function main({ providers, admin, durationS }: DemoOptions): Promise<numbe
       durationS: durationS ?? DURATION_S,
       mix: parseMix(MIX),
       qos: 1,
+      client: true,
       prefix: 'demo',
       replyTimeoutMs: 30_000,
       ...(providers ? { questions: QUESTIONS } : {}),

@@ -96,6 +96,7 @@ export function parseFleetArgs(argv: readonly string[]): FleetArgs {
     ...(raw('ttl-ms') === undefined ? {} : { ttlMs: num('ttl-ms', 0) }),
     ...readImages(raw('images'), raw('template')),
     ...(values.stream === true ? { stream: true } : {}),
+    ...(values.client === true ? { client: true } : {}),
   };
   const problem = checkFleetOptions(opts) ?? checkRunMode(opts) ?? checkLogins(opts, everyDevice(opts));
   if (problem !== null) throw new UsageError(problem);
@@ -125,6 +126,7 @@ function readCommandLine(argv: readonly string[]): Record<string, string | boole
         ...Object.fromEntries(STRING_OPTIONS.map((flag) => [flag, { type: 'string' as const }])),
         json: { type: 'boolean' },
         stream: { type: 'boolean' },
+        client: { type: 'boolean' },
         mqtt5: { type: 'boolean' },
         'username-from-id': { type: 'boolean' },
       },
@@ -153,5 +155,6 @@ function checkRunMode(opts: FleetArgs): string | null {
   if (opts.images !== undefined) return '--workers: the fast fleet sends chat requests; --images needs --workers 0';
   if (opts.stream === true) return '--workers: the fast fleet reads no streams; --stream needs --workers 0';
   if (opts.mqtt5 === true) return '--workers: the fast fleet speaks MQTT 3.1.1; --mqtt5 needs --workers 0';
+  if (opts.client === true) return '--workers: the fast fleet writes raw MQTT frames; --client needs --workers 0';
   return null;
 }

@@ -46,28 +46,36 @@ export async function connectDevice(opts: FleetOptions, id: string, events: Devi
   } catch (err) {
     throw new Error(describeConnectError(err, opts.url, login.username));
   }
-  disableNagle(client);
-  watchConnection(client, id, events.diagnosis);
   const { diagnosis } = events;
   client.on('message', (topic, payload) => {
-    if (topic.startsWith('bridge/')) noteStatus(diagnosis, payload);
-    else events.onMessage(id, topic, payload);
+    if (!topic.startsWith('bridge/')) events.onMessage(id, topic, payload);
   });
   // Replies published before the subscription exists would be dropped, so subscribe first.
   const filters = { [topics.result(id)]: { qos: 1 as const }, ...(opts.stream ? { [topics.stream(id)]: { qos: 0 as const } } : {}) };
   try {
     // A refused result topic is noted, not fatal: the run goes on and its hint says why nothing came.
     await subscribeNoting(client, filters, (topic, code) => noteSubscriptionRefused(diagnosis, id, topic, code));
-    if (events.watchStatus) {
-      await subscribeNoting(client, { [STATUS_FILTER]: { qos: 0 } }, () => {
-        diagnosis.statusRefused = true;
-      });
-    }
+    await watchDevice(client, id, events);
   } catch (err) {
     client.end(true);
     throw err;
   }
   return client;
+}
+
+/** What the run notes of every device, raw or a client's: its drops, failed reconnects and (one device) the bridge's status. */
+export async function watchDevice(client: MqttClient, id: string, events: DeviceEvents): Promise<void> {
+  const { diagnosis } = events;
+  disableNagle(client);
+  watchConnection(client, id, diagnosis);
+  client.on('message', (topic, payload) => {
+    if (topic.startsWith('bridge/')) noteStatus(diagnosis, payload);
+  });
+  if (events.watchStatus) {
+    await subscribeNoting(client, { [STATUS_FILTER]: { qos: 0 } }, () => {
+      diagnosis.statusRefused = true;
+    });
+  }
 }
 
 /** Subscribes; a refused filter (SUBACK 0x80 and up) goes to `onRefused` with its code. */

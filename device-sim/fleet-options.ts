@@ -45,6 +45,12 @@ export interface FleetOptions extends LoginOptions {
    * request's first chunk; unset = no streaming.
    */
   stream?: boolean;
+  /**
+   * Each device is device code written with edge-ai-bridge/client (its MQTT 5 response topic,
+   * its own reply matching and deadline; retries off, so a lost reply still counts as lost);
+   * unset = raw mqtt.js devices.
+   */
+  client?: boolean;
   /** Progress lines (connecting, sending, waiting); the CLI sends them to stderr. */
   onProgress?: (line: string) => void;
   /** Called once sending starts, with a reader of the live counts (the CLI's progress line). */

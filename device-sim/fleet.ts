@@ -2,8 +2,10 @@
 // matching replies by id, so the bridge can be measured end to end as devices see it.
 import { performance } from 'node:perf_hooks';
 import type { MqttClient } from 'mqtt';
+import type { BridgeClient } from '../client/index.js';
 import { type Priority, topics } from '../contract/index.js';
 import { emptyDiagnosis, notePublishRefused, type Diagnosis } from './diagnosis.js';
+import { callWithClient, connectClient, type ClientOutcome } from './fleet-client.js';
 import { connectDevice, endClient, firstChunkOf, readReply, requestPayload } from './fleet-device.js';
 import { checkFleetOptions, deviceIds, FLEET_DEFAULTS, redactUrl, type FleetOptions } from './fleet-options.js';
 import type { LiveCounts } from './progress.js';
@@ -33,6 +35,8 @@ interface Pending {
 interface Device {
   id: string;
   client: MqttClient;
+  /** With `client`: the device's BridgeClient, whose connection `client` is. */
+  bridge?: BridgeClient;
   pending: Map<string, Pending>;
   seq: number;
 }
@@ -90,7 +94,7 @@ export async function runFleet(opts: FleetOptions): Promise<FleetReport> {
     return buildReport(run.tally, (Math.max(sendEnd, run.lastReplyAt) - start) / 1000, reportConfig(run), run.diagnosis);
   } finally {
     run.progress(`closing ${run.devices.size} connections`);
-    await Promise.all([...run.devices.values()].map((d) => endClient(d.client)));
+    await Promise.all([...run.devices.values()].map((d) => (d.bridge ? d.bridge.close() : endClient(d.client))));
   }
 }
 
@@ -120,8 +124,13 @@ async function connectAll(run: Run, ids: string[], concurrency: number): Promise
       const events = { onMessage: (deviceId: string, topic: string, payload: Buffer) => onMessage(run, deviceId, topic, payload), diagnosis: run.diagnosis, watchStatus: next === 0 };
       next += 1;
       try {
-        const client = await connectDevice(run.opts, id, events);
-        run.devices.set(id, { id, client, pending: new Map(), seq: 0 });
+        if (run.opts.client === true) {
+          const bridge = await connectClient(run.opts, id, run.replyTimeoutMs, events);
+          run.devices.set(id, { id, client: bridge.connection, bridge, pending: new Map(), seq: 0 });
+        } else {
+          const client = await connectDevice(run.opts, id, events);
+          run.devices.set(id, { id, client, pending: new Map(), seq: 0 });
+        }
       } catch (err) {
         connectError ??= new Error(`device ${id}: ${err instanceof Error ? err.message : String(err)}`);
       }
@@ -191,6 +200,7 @@ function sendOne(run: Run, device: Device): void {
   device.pending.set(request.id, { priority, sentAt: performance.now() });
   run.outstanding += 1;
   recordSent(tally, priority);
+  if (device.bridge !== undefined) return sendWithClient(run, device, request, priority);
   const { images } = opts;
   const [topic, payload] = images
     ? [topics.image(device.id, priority, images.template, request.id), images.frame(device.seq)]
@@ -204,6 +214,27 @@ function sendOne(run: Run, device: Device): void {
     // Only count it if no reply beat the failure report.
     if (settle(run, device, request.id) !== null) recordFailure(tally, priority, refused ? 'publish_refused' : 'publish_failed');
   });
+}
+
+function sendWithClient(run: Run, device: Device, request: ReturnType<typeof requestPayload>, priority: Priority): void {
+  const sentAt = performance.now();
+  const onFirstChunk = (): void => recordFirstChunk(run.tally, priority, performance.now() - sentAt);
+  void callWithClient(device.bridge as BridgeClient, run.opts, device.seq, { request, priority, onFirstChunk }).then((outcome) => onClientOutcome(run, device, request.id, outcome));
+}
+
+/** A client call's end, tallied as the raw devices' replies and failures are. */
+function onClientOutcome(run: Run, device: Device, id: string, outcome: ClientOutcome): void {
+  const now = performance.now();
+  const p = settle(run, device, id);
+  if (p === null || outcome.kind === 'gone') return;
+  if (outcome.kind === 'lost') return recordLost(run.tally, p.priority);
+  if (outcome.kind === 'refused') {
+    if (outcome.reasonCode !== undefined) notePublishRefused(run.diagnosis, device.id, outcome.reasonCode, outcome.message);
+    return recordFailure(run.tally, p.priority, outcome.reasonCode !== undefined ? 'publish_refused' : 'publish_failed');
+  }
+  const { reply } = outcome;
+  recordReply(run.tally, p.priority, 'code' in reply ? { ok: false, code: reply.code } : { ok: true }, now - p.sentAt, run.opts.ttlMs);
+  run.lastReplyAt = now;
 }
 
 /** What the progress line shows: every priority's counts summed, and what is in flight. */
@@ -247,5 +278,6 @@ function reportConfig(run: Run): ReportConfig {
     ...(opts.mqtt5 === true ? { mqtt5: true as const } : {}),
     ...(opts.ttlMs === undefined ? {} : { ttlMs: opts.ttlMs }),
     ...(opts.stream === true ? { stream: true as const } : {}),
+    ...(opts.client === true ? { client: true as const } : {}),
   };
 }

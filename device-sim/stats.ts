@@ -66,6 +66,8 @@ export interface ReportConfig {
   workers: number;
   /** The devices spoke MQTT 5 (--mqtt5); 3.1.1 otherwise. */
   mqtt5?: true;
+  /** The devices were edge-ai-bridge/client users (--client). */
+  client?: true;
 }
 
 export interface FleetReport {

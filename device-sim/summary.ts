@@ -94,7 +94,8 @@ export function formatTable(report: FleetReport): string {
   const rule = widths.map((w) => '-'.repeat(w)).join('  ');
   const c = report.config;
   const ttl = (withTtl ? `, ttl_ms ${c.ttlMs} (late: over ${LATE_AFTER_DEADLINE_MS} ms past it)` : '') + (withStream ? ', streamed (chunk: publish to first text)' : '');
-  const engine = c.workers > 0 ? `, ${c.workers} worker thread${c.workers === 1 ? '' : 's'}` : c.mqtt5 === true ? ', MQTT 5' : '';
+  const engine =
+    (c.workers > 0 ? `, ${c.workers} worker thread${c.workers === 1 ? '' : 's'}` : c.mqtt5 === true ? ', MQTT 5' : '') + (c.client === true ? ', edge-ai-bridge/client' : '');
   const title =
     `device-sim: ${c.devices} devices${engine}, ${c.rate} req/s for ${c.durationS} s, qos ${c.qos}, ` +
     `mix ${formatMix(c.mix)}${ttl}, ${c.url} — measured ${report.durationS.toFixed(1)} s`;

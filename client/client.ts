@@ -13,6 +13,8 @@ import { BridgeStream } from './stream.js';
 
 /** PUBACK reasons after which no reply will come: the broker dropped the request. */
 const PUBLISH_REFUSED = new Set([0x87, 0x8f, 0x90, 0x95]);
+/** mqtt.js's errors for a publish cut off by the connection's end: it goes out again on reconnect. */
+const CONNECTION_ENDED = /connection closed|client disconnecting/i;
 
 export type BatchResult = OkReply | BridgeRequestError;
 
@@ -20,7 +22,7 @@ export class BridgeClient {
   /** Where this connection's replies arrive: its MQTT 5 Response Topic, or the device's result topic. */
   readonly replyTopic: string;
   private readonly calls = new Map<string, Call>();
-  private readonly waiting: Array<{ call: Call; signal?: AbortSignal }> = [];
+  private readonly waiting: Call[] = [];
   private inFlight = 0;
   private streamTopic: Promise<void> | undefined;
   private closed = false;
@@ -124,12 +126,16 @@ export class BridgeClient {
   async close(): Promise<void> {
     this.closed = true;
     for (const call of [...this.calls.values()]) call.fail('closed', 'the client was closed');
-    for (const { call } of this.waiting.splice(0)) call.fail('closed', 'the client was closed');
+    for (const call of this.waiting.splice(0)) call.fail('closed', 'the client was closed');
     await this.mqtt.endAsync();
   }
 
   private run(prepared: Prepared, options: CallOptions, hooks: CallHooks): Promise<OkReply> {
     if (this.closed) return Promise.reject(new BridgeRequestError('closed', 'the client was closed', { requestId: prepared.id, attempts: 0 }));
+    // Two calls with one id would share one reply: the caller's bug, said at once.
+    if (this.calls.has(prepared.id) || this.waiting.some((w) => w.id === prepared.id && !w.done)) {
+      return Promise.reject(new TypeError(`a call with id ${prepared.id} is already in flight`));
+    }
     const timeoutMs = options.timeoutMs ?? this.settings.timeoutMs;
     const call = new Call(prepared.id, Date.now() + timeoutMs, prepared.build, hooks, (c) =>
       c.fail('timeout', `no reply within ${timeoutMs} ms (${c.attempts} attempts)`),
@@ -148,7 +154,7 @@ export class BridgeClient {
   /** The call takes an in-flight slot, or waits for one in call order. */
   private admit(call: Call): void {
     if (this.inFlight >= this.settings.maxInFlight) {
-      this.waiting.push({ call });
+      this.waiting.push(call);
       return;
     }
     if (!this.mqtt.connected && this.unsentCount() >= this.settings.offlineBuffer) {
@@ -165,8 +171,8 @@ export class BridgeClient {
     this.calls.delete(call.id);
     this.inFlight -= 1;
     for (let next = this.waiting.shift(); next !== undefined; next = this.waiting.shift()) {
-      if (next.call.done) continue;
-      this.admit(next.call);
+      if (next.done) continue;
+      this.admit(next);
       return;
     }
   }
@@ -211,7 +217,7 @@ export class BridgeClient {
     }
     // A lost connection is made good on reconnect; a broker that dropped the request says why.
     if (typeof err.code === 'number' && PUBLISH_REFUSED.has(err.code)) call.fail('refused', `the broker refused the request: ${err.message}`, err.code);
-    else if (this.mqtt.connected && err.code === undefined) call.fail('refused', `the request could not be published: ${err.message}`);
+    else if (this.mqtt.connected && err.code === undefined && !CONNECTION_ENDED.test(err.message)) call.fail('refused', `the request could not be published: ${err.message}`);
   }
 
   private onReconnect(): void {

@@ -147,6 +147,10 @@ export class BridgeClient {
       () => this.release(call),
       () => this.release(call),
     );
+    // While the connection is down, calls never yet published (waiting for it or for a slot) are the offline buffer.
+    if (!this.mqtt.connected && this.unpublished() >= this.settings.offlineBuffer) {
+      call.fail('offline', `the connection is down and ${this.settings.offlineBuffer} requests already wait for it`);
+    }
     if (!call.done) this.admit(call);
     return call.promise;
   }
@@ -155,10 +159,6 @@ export class BridgeClient {
   private admit(call: Call): void {
     if (this.inFlight >= this.settings.maxInFlight) {
       this.waiting.push(call);
-      return;
-    }
-    if (!this.mqtt.connected && this.unsentCount() >= this.settings.offlineBuffer) {
-      call.fail('offline', `the connection is down and ${this.settings.offlineBuffer} requests already wait for it`);
       return;
     }
     this.inFlight += 1;
@@ -177,24 +177,29 @@ export class BridgeClient {
     }
   }
 
-  private unsentCount(): number {
+  private unpublished(): number {
     let n = 0;
-    for (const call of this.calls.values()) if (call.unsent) n += 1;
+    for (const call of this.calls.values()) if (call.unsent && call.attempts === 0) n += 1;
+    for (const call of this.waiting) if (!call.done) n += 1;
     return n;
   }
 
-  /** One attempt: published now, or on reconnect when the connection is down. */
-  private send(call: Call): void {
+  /**
+   * One attempt: published now, or on reconnect when the connection is down. `again`: the same
+   * attempt published once more after a reconnect (its reply may have gone out meanwhile), not a
+   * new one.
+   */
+  private send(call: Call, again = false): void {
     if (call.done) return;
     call.backingOff = false;
     if (!this.mqtt.connected) {
       call.unsent = true;
       return;
     }
-    if (call.attempts >= this.settings.maxAttempts) return; // its last attempt's reply may still come
+    if (!again && call.attempts >= this.settings.maxAttempts) return; // its last attempt's reply may still come
     call.unsent = false;
     call.acked = false;
-    call.attempts += 1;
+    if (!again || call.attempts === 0) call.attempts += 1;
     const out = call.build(call.timeLeft());
     const properties =
       this.protocolVersion === 5
@@ -222,7 +227,7 @@ export class BridgeClient {
 
   private onReconnect(): void {
     for (const call of this.calls.values()) {
-      if (call.unsent || (call.acked && !call.backingOff)) this.send(call);
+      if (call.unsent || (call.acked && !call.backingOff)) this.send(call, true);
     }
   }
 

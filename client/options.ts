@@ -66,6 +66,8 @@ export function settingsOf(options: ConnectOptions): ClientSettings {
   if (clientId !== options.deviceId && !clientId.startsWith(`${options.deviceId}.`)) {
     throw new TypeError(`clientId must be "${options.deviceId}" or begin with "${options.deviceId}."`);
   }
+  // The part after the dot names the MQTT 5 Response Topic.
+  if (/[/+#]/.test(clientId)) throw new TypeError('clientId must not hold /, + or #: it names a topic');
   const settings: ClientSettings = {
     clientId,
     protocolVersion: options.protocolVersion ?? 5,

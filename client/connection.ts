@@ -34,6 +34,8 @@ function open(options: ConnectOptions, settings: ClientSettings, protocolVersion
     ...(options.key !== undefined ? { key: options.key } : {}),
   };
   const client = mqtt.connect(options.url, mqttOptions);
+  // Nagle's algorithm with delayed ACKs holds each small request ~40 ms: off, on every (re)connect.
+  client.on('connect', () => (client.stream as { setNoDelay?: (on: boolean) => unknown } | undefined)?.setNoDelay?.(true));
   return new Promise<MqttClient>((resolve, reject) => {
     const fail = (err: BridgeConnectError): void => {
       clearTimeout(timer);

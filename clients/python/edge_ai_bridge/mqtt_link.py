@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -203,6 +204,7 @@ class MqttLink:
         if code != 0:
             self._refused(code, str(rc) if self.protocol == 5 else mqtt.connack_string(code))
             return
+        no_delay(client)
         with self._lock:
             with_stream = self._stream_wanted
         topics = [self.reply_topic] + ([self._topics.stream] if with_stream else [])
@@ -262,3 +264,13 @@ class MqttLink:
             self._handlers.on_reply(message.payload, correlation)
         elif message.topic == self._topics.stream:
             self._handlers.on_chunk(message.payload)
+
+
+def no_delay(client: mqtt.Client) -> None:
+    """Nagle's algorithm with delayed ACKs holds each small request ~40 ms; paho leaves it on."""
+    sock = client.socket()
+    try:
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        pass  # not a TCP socket (a websocket wrapper): nothing to turn off

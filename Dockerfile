@@ -12,6 +12,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY contract ./contract
+COPY client ./client
 COPY broker ./broker
 COPY bridge ./bridge
 COPY device-sim ./device-sim

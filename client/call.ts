@@ -26,6 +26,8 @@ export class Call {
   /** Waiting out a refusal's `retry_after_ms` or a backoff. */
   backingOff = false;
   done = false;
+  /** The MQTT 5 Correlation Data: the id's bytes, made once for every attempt. */
+  readonly correlation: Buffer;
   readonly promise: Promise<OkReply>;
   private resolveReply!: (reply: OkReply) => void;
   private rejectReply!: (err: BridgeRequestError) => void;
@@ -39,6 +41,7 @@ export class Call {
     readonly hooks: CallHooks,
     onDeadline: (call: Call) => void,
   ) {
+    this.correlation = Buffer.from(id);
     this.promise = new Promise<OkReply>((resolve, reject) => {
       this.resolveReply = resolve;
       this.rejectReply = reject;

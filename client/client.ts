@@ -205,7 +205,7 @@ export class BridgeClient {
       this.protocolVersion === 5
         ? {
             responseTopic: this.replyTopic,
-            correlationData: Buffer.from(call.id),
+            correlationData: call.correlation,
             ...(out.userProperties ? { userProperties: out.userProperties } : {}),
             ...(out.expirySeconds !== undefined ? { messageExpiryInterval: out.expirySeconds } : {}),
           }

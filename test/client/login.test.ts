@@ -1,5 +1,6 @@
 // The client's ways in: mTLS with a device certificate, a username and password from
-// AUTH_FILE, and a refused login that fails connect() at once with the broker's reason.
+// AUTH_FILE (over TCP and WebSocket), and a refused login that fails connect() at once with
+// the broker's reason.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BridgeClient, BridgeConnectError } from '../../client/index.js';
 import { startHarness, type Harness } from '../helpers/harness.js';
@@ -16,6 +17,7 @@ beforeAll(async () => {
     AUTH_FILE: authFile,
     ALLOW_ANONYMOUS: 'false',
     MQTT_TLS_PORT: '0',
+    MQTT_WS_PORT: '0',
     TLS_CERT_FILE: pki.serverCertFile,
     TLS_KEY_FILE: pki.serverKeyFile,
     TLS_CA_FILE: pki.caFile,
@@ -52,6 +54,16 @@ describe('client logins', () => {
     expect(refused).toBeInstanceOf(BridgeConnectError);
     expect((refused as BridgeConnectError).reasonCode).toBe(0x86); // MQTT 5: Bad user name or password
     expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('connects over WebSocket (ws://) as over TCP', async () => {
+    const url = `ws://127.0.0.1:${h.bridge.broker!.wsPort}/mqtt`;
+    const client = await BridgeClient.connect({ url, deviceId: 'cam-7', username: 'cam-7', password: 'pw-cam-7-secret' });
+    try {
+      expect((await client.chat(ask)).content).toBe('sim answer to: Is the guard closed?');
+    } finally {
+      await client.close();
+    }
   });
 
   it('gives the last socket error when nothing listens', async () => {

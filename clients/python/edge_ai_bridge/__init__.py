@@ -11,7 +11,7 @@ from .streams import AsyncBridgeStream, BridgeStream
 # A library logs; the application decides where to (the logging docs' advice for libraries).
 logging.getLogger("edge_ai_bridge").addHandler(logging.NullHandler())
 
-__version__ = "0.9.0"
+__version__ = "0.8.0"
 __all__ = [
     "AsyncBridgeClient",
     "AsyncBridgeStream",

@@ -17,14 +17,16 @@ export interface CallHooks {
   onChunk?: (chunk: { seq: number; delta?: string; reset?: boolean }) => void;
 }
 
+/**
+ * Where an unsettled call stands: `waiting` for an in-flight slot; `unsent`, to go out as soon
+ * as the connection is up; `sent`, published; `acked`, its latest publish acknowledged by the
+ * broker (after a reconnect it is published again); `backoff`, waiting out a refusal.
+ */
+export type CallState = 'waiting' | 'unsent' | 'sent' | 'acked' | 'backoff';
+
 export class Call {
   attempts = 0;
-  /** The broker acknowledged the latest publish: after a reconnect it is published again. */
-  acked = false;
-  /** It must go out as soon as the connection is up (first attempt, or a retry while offline). */
-  unsent = false;
-  /** Waiting out a refusal's `retry_after_ms` or a backoff. */
-  backingOff = false;
+  state: CallState = 'waiting';
   done = false;
   /** The MQTT 5 Correlation Data: the id's bytes, made once for every attempt. */
   readonly correlation: Buffer;

@@ -21,7 +21,9 @@ export type BatchResult = OkReply | BridgeRequestError;
 export class BridgeClient {
   /** Where this connection's replies arrive: its MQTT 5 Response Topic, or the device's result topic. */
   readonly replyTopic: string;
+  /** Every unsettled call, by id, whether it holds an in-flight slot or waits for one. */
   private readonly calls = new Map<string, Call>();
+  /** Calls waiting for a slot, in call order (a settled one is skipped when its turn comes). */
   private readonly waiting: Call[] = [];
   private inFlight = 0;
   private streamTopic: Promise<void> | undefined;
@@ -126,14 +128,14 @@ export class BridgeClient {
   async close(): Promise<void> {
     this.closed = true;
     for (const call of [...this.calls.values()]) call.fail('closed', 'the client was closed');
-    for (const call of this.waiting.splice(0)) call.fail('closed', 'the client was closed');
+    this.waiting.length = 0;
     await this.mqtt.endAsync();
   }
 
   private run(prepared: Prepared, options: CallOptions, hooks: CallHooks): Promise<OkReply> {
     if (this.closed) return Promise.reject(new BridgeRequestError('closed', 'the client was closed', { requestId: prepared.id, attempts: 0 }));
     // Two calls with one id would share one reply: the caller's bug, said at once.
-    if (this.calls.has(prepared.id) || this.waiting.some((w) => w.id === prepared.id && !w.done)) {
+    if (this.calls.has(prepared.id)) {
       return Promise.reject(new TypeError(`a call with id ${prepared.id} is already in flight`));
     }
     const timeoutMs = options.timeoutMs ?? this.settings.timeoutMs;
@@ -151,7 +153,10 @@ export class BridgeClient {
     if (!this.mqtt.connected && this.unpublished() >= this.settings.offlineBuffer) {
       call.fail('offline', `the connection is down and ${this.settings.offlineBuffer} requests already wait for it`);
     }
-    if (!call.done) this.admit(call);
+    if (!call.done) {
+      this.calls.set(call.id, call);
+      this.admit(call);
+    }
     return call.promise;
   }
 
@@ -162,13 +167,13 @@ export class BridgeClient {
       return;
     }
     this.inFlight += 1;
-    this.calls.set(call.id, call);
     this.send(call);
   }
 
   private release(call: Call): void {
-    if (this.calls.get(call.id) !== call) return; // it never took a slot
+    if (this.calls.get(call.id) !== call) return; // refused before it was admitted
     this.calls.delete(call.id);
+    if (call.state === 'waiting') return; // it never took a slot
     this.inFlight -= 1;
     for (let next = this.waiting.shift(); next !== undefined; next = this.waiting.shift()) {
       if (next.done) continue;
@@ -179,8 +184,7 @@ export class BridgeClient {
 
   private unpublished(): number {
     let n = 0;
-    for (const call of this.calls.values()) if (call.unsent && call.attempts === 0) n += 1;
-    for (const call of this.waiting) if (!call.done) n += 1;
+    for (const call of this.calls.values()) if (call.state === 'waiting' || (call.state === 'unsent' && call.attempts === 0)) n += 1;
     return n;
   }
 
@@ -191,14 +195,12 @@ export class BridgeClient {
    */
   private send(call: Call, again = false): void {
     if (call.done) return;
-    call.backingOff = false;
     if (!this.mqtt.connected) {
-      call.unsent = true;
+      call.state = 'unsent';
       return;
     }
     if (!again && call.attempts >= this.settings.maxAttempts) return; // its last attempt's reply may still come
-    call.unsent = false;
-    call.acked = false;
+    call.state = 'sent';
     if (!again || call.attempts === 0) call.attempts += 1;
     const out = call.build(call.timeLeft());
     const properties =
@@ -217,7 +219,7 @@ export class BridgeClient {
 
   private onPublished(call: Call, err: (Error & { code?: unknown }) | null | undefined): void {
     if (!err) {
-      call.acked = true;
+      if (call.state === 'sent') call.state = 'acked';
       return;
     }
     // A lost connection is made good on reconnect; a broker that dropped the request says why.
@@ -227,7 +229,7 @@ export class BridgeClient {
 
   private onReconnect(): void {
     for (const call of this.calls.values()) {
-      if (call.unsent || (call.acked && !call.backingOff)) this.send(call, true);
+      if (call.state === 'unsent' || call.state === 'acked') this.send(call, true);
     }
   }
 
@@ -247,7 +249,7 @@ export class BridgeClient {
   private onRefusal(call: Call, reply: ErrorReply): void {
     const next = afterRefusal(reply.error.code, call.attempts, reply.error.retry_after_ms);
     if (!next.retry || call.attempts >= this.settings.maxAttempts || next.waitMs >= call.timeLeft()) return call.refuse(reply);
-    call.backingOff = true;
+    call.state = 'backoff';
     call.after(next.waitMs, () => this.send(call));
   }
 

@@ -32,16 +32,12 @@ export function jsonRequest(deviceId: string, priority: Priority, request: AnyRe
   const { id: givenId, ...fields } = request;
   const id = requestId(givenId);
   const topic = topics.infer(deviceId, priority);
-  const ownTtl = request.ttl_ms !== undefined;
-  return {
-    id,
-    // The id first: the bridge reads it from the head of a payload too large to parse, so even
-    // that refusal reaches this call.
-    build: (timeLeftMs) => ({
-      topic,
-      payload: JSON.stringify(ownTtl ? { id, ...fields } : { id, ...fields, ttl_ms: Math.max(1, Math.floor(timeLeftMs)) }),
-    }),
-  };
+  // The id first: the bridge reads it from the head of a payload too large to parse, so even
+  // that refusal reaches this call. Serialised once; an attempt only appends its ttl_ms.
+  const body = JSON.stringify({ id, ...fields });
+  if (request.ttl_ms !== undefined) return { id, build: () => ({ topic, payload: body }) };
+  const open = body.slice(0, -1);
+  return { id, build: (timeLeftMs) => ({ topic, payload: `${open},"ttl_ms":${Math.max(1, Math.floor(timeLeftMs))}}` }) };
 }
 
 export interface ImageInput {

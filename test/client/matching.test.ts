@@ -4,6 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { BridgeClient } from '../../client/index.js';
 import { BROKER_MODES, startHarness, type Harness } from '../helpers/harness.js';
+import { jpeg } from '../helpers/images.js';
 import { tempDir } from '../helpers/security.js';
 import { spyOn, type Spy } from './spy.js';
 
@@ -30,8 +31,7 @@ writeFileSync(
     },
   }),
 );
-/** A small, whole JPEG: start and end markers around some bytes. */
-const jpeg = (fill: number): Buffer => Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), Buffer.alloc(2000, fill), Buffer.from([0xff, 0xd9])]);
+
 
 const OPEN_LIMITS = { DEVICE_RATE_LIMIT_RPM: '100000', RATE_LIMIT_RPM: '100000', MAX_CONCURRENCY: '200' };
 
@@ -59,9 +59,13 @@ describe.each(BROKER_MODES)('client on the %s broker', (mode) => {
     expect(client.replyTopic).toBe('devices/cam-2/rpc/gateway');
     // Another connection of the same device asks too: each client gets only its own reply.
     const other = await BridgeClient.connect({ url: h.url, deviceId: 'cam-2', clientId: 'cam-2.panel' });
+    const received: string[] = [];
+    client.connection.on('message', (topic, _payload, packet) => received.push(`${topic} ${packet.properties?.correlationData?.toString() ?? ''}`));
     try {
       const [a, b] = await Promise.all([client.chat({ messages: [{ role: 'user', content: 'a' }] }), other.chat({ messages: [{ role: 'user', content: 'b' }] })]);
       expect([a.content, b.content]).toEqual(['sim answer to: a', 'sim answer to: b']);
+      // One subscription: this connection received its own reply alone, on its topic, with its id as Correlation Data.
+      expect(received).toEqual([`devices/cam-2/rpc/gateway ${a.id}`]);
     } finally {
       await other.close();
     }

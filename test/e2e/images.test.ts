@@ -8,6 +8,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Reply } from '../../contract/index.js';
 import { parseFleetArgs, runFleet } from '../../device-sim/fleet.js';
 import { BROKER_MODES, okOf, startHarness, type Harness } from '../helpers/harness.js';
+import { jpeg } from '../helpers/images.js';
 import { tempDir } from '../helpers/security.js';
 import { http } from '../helpers/admin-http.js';
 import type { Redis } from 'ioredis';
@@ -29,9 +30,6 @@ writeFileSync(
   }),
 );
 
-/** A small, whole JPEG: start and end markers around some bytes. */
-const jpeg = (fill: number, size = 2000): Buffer =>
-  Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), Buffer.alloc(size, fill), Buffer.from([0xff, 0xd9])]);
 
 type Body = { messages: Array<{ role: string; content: Array<{ type: string; text?: string; image_url?: { url: string; detail: string } }> }> };
 

@@ -14,6 +14,7 @@ import { startUpstreamSim, type UpstreamSim } from '../../../upstream-sim/sim.js
 import { ask, okOf, sleep, startHarness, type Device, type Harness } from '../../helpers/harness.js';
 import { readyz } from '../../helpers/chaos.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../../helpers/redis.js';
+import { jpeg } from '../../helpers/images.js';
 import { tempDir } from '../../helpers/security.js';
 
 const IMAGE_BYTES = 30_000;
@@ -27,7 +28,7 @@ let a: Harness;
 let b: Harness;
 
 /** A whole JPEG of IMAGE_BYTES: start and end markers around `fill`. */
-const jpeg = (fill: number): Buffer => Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), Buffer.alloc(IMAGE_BYTES, fill), Buffer.from([0xff, 0xd9])]);
+const frame = (fill: number): Buffer => jpeg(fill, IMAGE_BYTES);
 
 async function keys(pattern: string): Promise<string[]> {
   const found: string[] = [];
@@ -44,7 +45,7 @@ const qbytes = async (): Promise<number> => Number(await redis.get(`{${prefix}}:
 
 /** Publishes one raw image of `device` and waits for the broker's PUBACK (a refusal's reason too). */
 const publishImage = (device: Device, id: string, fill: number): Promise<unknown> =>
-  device.client.publishAsync(`devices/${device.deviceId}/image/normal/check/${id}`, jpeg(fill), { qos: 1 }).catch(() => undefined);
+  device.client.publishAsync(`devices/${device.deviceId}/image/normal/check/${id}`, frame(fill), { qos: 1 }).catch(() => undefined);
 
 beforeAll(async () => {
   const configFile = join(dir.path, 'config.json');
@@ -70,8 +71,8 @@ describe('isolation: queued requests are bounded in bytes, and an image is store
     await Promise.all(['o1', 'o2', 'o3'].map((id) => publishImage(cam, id, 7)));
     const stored = await keys(`{${prefix}}:img:*`);
     expect(stored).toHaveLength(1);
-    expect(stored[0]).toContain(createHash('sha256').update(jpeg(7)).digest('hex'));
-    expect(await redis.hstrlen(stored[0] as string, 'd')).toBe(jpeg(7).toString('base64').length);
+    expect(stored[0]).toContain(createHash('sha256').update(frame(7)).digest('hex'));
+    expect(await redis.hstrlen(stored[0] as string, 'd')).toBe(frame(7).toString('base64').length);
     for (const id of ['o1', 'o2', 'o3']) {
       const record = `{${prefix}}:idem:cam-once/${id}`;
       expect(await redis.exists(record)).toBe(1); // still queued or in flight
@@ -79,7 +80,7 @@ describe('isolation: queued requests are bounded in bytes, and an image is store
     }
     for (const id of ['o1', 'o2', 'o3']) okOf((await cam.reply(id, { timeoutMs: 15_000 }))[0]);
     // The upstream got the image itself, read back by hash when the request was claimed.
-    const url = `data:image/jpeg;base64,${jpeg(7).toString('base64')}`;
+    const url = `data:image/jpeg;base64,${frame(7).toString('base64')}`;
     expect(upstream.requests.filter((r) => JSON.stringify(r.body).includes(url)).length).toBeGreaterThanOrEqual(1);
     // Answered: the records no longer count (the completion follows the reply).
     const deadline = Date.now() + 5000;

@@ -1,6 +1,7 @@
 // The composition root: opens each part once, wires them together and pushes each closer on
 // a stack (closers.ts); stop, or a start that fails half-way, runs the stack in reverse.
 import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
 import type { Broker } from '../broker/broker.js';
 import { PRIORITIES, topics, type Priority, type RequestHandler } from '../contract/index.js';
 import { Closers } from './closers.js';
@@ -33,8 +34,11 @@ import { Results } from './results/results.js';
 import { Scheduler } from './scheduling/scheduler.js';
 import { scadaObserverTopics, wireScada } from './wire-scada.js';
 import type { ScadaOutputs } from './scada/outputs.js';
-import type { Store } from './store/types.js';
+import type { Store } from './store/port.js';
 import { buildProviderChain } from './upstream/from-config.js';
+import { MemoryBreakerStore } from './upstream/breaker-memory.js';
+import type { BreakerStore } from './upstream/breaker-port.js';
+import { RedisBreakerStore } from './store/breaker-state.js';
 import type { ScadaState } from './store/scada-state.js';
 import { startSparkplug } from './wire-sparkplug.js';
 import { joinLiveness, startAdoption } from './wire-adoption.js';
@@ -89,7 +93,7 @@ export async function startBridge(
   try {
     const repeatLog = { intervalMs: options.repeatLogIntervalMs };
     const coordination = await openStore(config, log, closers, store, repeatLog);
-    const upstream = buildProviderChain(config, upstreamSettings(config, config.file), coordination.redis, log.child({ module: 'upstream' }));
+    const upstream = buildProviderChain(config, upstreamSettings(config, config.file), breakerStore(config, coordination.redis), log.child({ module: 'upstream' }));
     closers.push('upstream', () => upstream.close());
     const gate = new IntakeGate();
     await joinLiveness(config, coordination, instanceId, log, closers);
@@ -342,4 +346,9 @@ function openIntake(
     onBudgetRefused: (budget) => metrics.budgetRefused(budget),
     onReplyDropped: () => metrics.refusalReplyDropped(),
   });
+}
+
+/** Each provider's circuit in Redis when the bridge coordinates through one, so every instance shares it. */
+function breakerStore(config: Config, redis: Redis | undefined): BreakerStore {
+  return redis ? new RedisBreakerStore(redis, config.redisPrefix) : new MemoryBreakerStore();
 }

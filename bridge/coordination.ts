@@ -20,7 +20,7 @@ import { RedisScadaState } from './store/redis-scada-state.js';
 import { SCADA_RECORD_MAX_BYTES, type ScadaState, type ScadaStateBounds } from './store/scada-state.js';
 import { RedisSessionRegistry } from './store/redis-session-registry.js';
 import type { SessionRegistry } from './store/session-registry.js';
-import type { DeadLetterBounds, Store } from './store/types.js';
+import type { DeadLetterBounds, Store } from './store/port.js';
 
 export interface Coordination {
   kind: 'memory' | 'redis';

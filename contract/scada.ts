@@ -11,6 +11,9 @@ export type TypedData = Record<string, TypedValue>;
 /** An `output` property name: also a tag name and a Sparkplug metric name part. */
 export const FIELD_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 
+/** A string property without maxLength holds at most this many characters (a tag, not prose). */
+export const DEFAULT_STRING_MAX_LENGTH = 1024;
+
 /** The `output` schema's property types, and the Sparkplug B type each becomes. */
 export const FIELD_TYPES = ['boolean', 'number', 'integer', 'string'] as const;
 export type FieldType = (typeof FIELD_TYPES)[number];

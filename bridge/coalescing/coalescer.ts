@@ -3,7 +3,8 @@
 // turn if it fails.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BridgeError, LeaseLost } from '../../contract/index.js';
-import type { CachedAnswer, ClaimedJob, FlightClaim, Job, Lead, Store } from '../store/types.js';
+import type { CachedAnswer, FlightClaim, Lead, Store } from '../store/port.js';
+import type { ClaimedJob, Job } from '../model/job.js';
 
 /** How often a request waiting on an identical one in flight looks for its answer. */
 const FOLLOW_POLL_MS = 25;

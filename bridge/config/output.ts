@@ -3,10 +3,8 @@
 // integer and string properties. Checked at load; validation of answers is the results' part.
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { z } from 'zod';
-import { FIELD_NAME_PATTERN, FIELD_TYPES, type FieldType } from '../../contract/index.js';
+import { DEFAULT_STRING_MAX_LENGTH, FIELD_NAME_PATTERN, FIELD_TYPES, type FieldType } from '../../contract/index.js';
 
-/** A string property without maxLength holds at most this many characters (a tag, not prose). */
-export const DEFAULT_STRING_MAX_LENGTH = 1024;
 const MAX_PROPERTIES = 64;
 
 const PropertySchema = z

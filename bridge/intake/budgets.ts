@@ -1,9 +1,12 @@
 // A request's charges against the CONFIG_FILE budgets, estimated at admission: its token
 // estimate, and that estimate priced for the model it names (or the default one).
-import { chargesFor, type BudgetCharge, type Budgets } from '../config/budgets.js';
+import { matchesDevice } from '../config/fair-share.js';
+import type { BudgetLimit, Budgets } from '../config/budgets.js';
+import { periodAt } from './budget-period.js';
+import type { BudgetCharge } from '../model/budget-charge.js';
 import { priceOf, type Price } from '../config/models.js';
 import { BridgeError, isEmbeddingRequest } from '../../contract/index.js';
-import type { Job } from '../store/types.js';
+import type { Job } from '../model/job.js';
 
 export interface BudgetSettings {
   budgets: Budgets;
@@ -35,4 +38,39 @@ export function budgetRefusal(charge: BudgetCharge, inFlight: boolean, inFlightR
   }
   const until = new Date(charge.resetAtMs).toISOString();
   return new BridgeError('budget_exceeded', `budget "${charge.budget}"${whose} is used up until ${until}`, Math.max(0, charge.resetAtMs - now));
+}
+
+export interface Chargeable {
+  deviceId: string;
+  priority: string;
+  model: string;
+  template?: string | undefined;
+  tokens: number;
+  costUsd: number;
+}
+
+/**
+ * The budgets a request counts against, each with its estimate: the device's own budget
+ * (its id's, else the first pattern it matches), every budget of its model and template,
+ * and the fleet's.
+ */
+export function chargesFor(budgets: Budgets, request: Chargeable, now: number): BudgetCharge[] {
+  const device = budgets.limits.filter((l) => l.per === 'device');
+  const own = device.find((l) => l.devices === request.deviceId) ?? device.find((l) => matchesDevice(l.devices, request.deviceId));
+  const applies = (l: BudgetLimit): boolean =>
+    l === own || l.per === 'fleet' || (l.per === 'model' && l.model === request.model) || (l.per === 'template' && l.template === request.template);
+  return budgets.limits.filter(applies).map((l) => {
+    const { label, endMs } = periodAt(l.period, budgets.timeZone, now);
+    const unit = l.tokens === undefined ? 'usd' : 'tokens';
+    return {
+      budget: l.name,
+      period: label,
+      subject: l.per === 'device' ? request.deviceId : '*',
+      unit,
+      limit: (l.tokens ?? l.costUsd) as number,
+      estimate: unit === 'tokens' ? request.tokens : request.costUsd,
+      exempt: l.exemptCritical && request.priority === 'critical',
+      resetAtMs: endMs,
+    };
+  });
 }

@@ -4,7 +4,7 @@
 // frame cut short in transit, or anything that only starts like an image, is refused.
 import { createHash } from 'node:crypto';
 import { BridgeError, mediaType, REQUEST_ID_PATTERN, TemplateRequestSchema, type InferTopic, type RequestProperties, type TemplateRequest } from '../../contract/index.js';
-import type { JobImage } from '../store/types.js';
+import type { JobImage } from '../model/job.js';
 
 export type ImageMime = 'image/jpeg' | 'image/png' | 'image/webp';
 type ImageTopic = Extract<InferTopic, { kind: 'image' }>;

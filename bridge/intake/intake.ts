@@ -36,7 +36,8 @@ import { imageRequestId, readImage } from './image.js';
 import { estimateOf, promptTokensOf, type EstimateConfig } from './estimate.js';
 import { decodePayload } from './payload.js';
 import { readId, sniffCborId, sniffedId, sniffId } from './request-id.js';
-import { jobKey, type AdmitResult, type Job, type JobImage, type Store } from '../store/types.js';
+import { jobKey, type Job, type JobImage } from '../model/job.js';
+import type { AdmitResult, Store } from '../store/port.js';
 
 export type IntakeConfig = Pick<
   Config,

@@ -10,7 +10,7 @@
 //
 // `critical` is never refused; `high` only over twice the threshold (as the event-loop guard).
 import { type BridgeError, overloaded, PRIORITIES, type Priority } from '../../contract/index.js';
-import type { QueueDepth } from '../store/types.js';
+import type { QueueDepth } from '../store/port.js';
 
 /** What the estimate reads: the queue once per window, the capacity whenever asked. */
 export interface QueueEstimate {

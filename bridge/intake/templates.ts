@@ -5,7 +5,7 @@
 import { BridgeError, VAR_NAME_PATTERN, type ChatMessage, type ChatRequest, type Priority, type TemplateRequest } from '../../contract/index.js';
 import { outputJsonSchema, type JsonSchema } from '../config/output.js';
 import type { Template } from '../config/templates.js';
-import { imageRef, type JobImage } from '../store/types.js';
+import { imageRef, type JobImage } from '../model/job.js';
 import { outputChecks, type OutputFormat } from '../upstream/output-check.js';
 
 /** `{{name}}` or `{{ name }}`, the name as a request's vars may spell it. */

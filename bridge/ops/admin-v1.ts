@@ -2,7 +2,7 @@
 // the method and calls the AdminApi, returning the JSON body of a 200.
 import { HttpError } from '../../contract/index.js';
 import { fromCursor } from '../store/dead-letters.js';
-import type { DeadLetter, DeadLetterPage, UsageReport } from '../store/types.js';
+import type { DeadLetter, DeadLetterPage, UsageReport } from '../store/port.js';
 import type { BudgetReport } from './budgets-report.js';
 
 /** What the operator API reaches; the composition root binds it to the store and broker. */

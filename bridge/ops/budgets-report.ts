@@ -1,7 +1,8 @@
 // What the budgets have used in their current periods: the operator API's /v1/budgets and
 // `edge-ai-bridge budgets` print it.
-import { periodAt, type Budgets } from '../config/budgets.js';
-import type { Store } from '../store/types.js';
+import type { Budgets } from '../config/budgets.js';
+import { periodAt } from '../intake/budget-period.js';
+import type { Store } from '../store/port.js';
 
 export interface BudgetReport {
   timeZone: string;

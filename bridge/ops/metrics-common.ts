@@ -4,7 +4,7 @@ import type { SessionStats } from '../../broker/broker.js';
 import { ERROR_CODES, PRIORITIES } from '../../contract/index.js';
 import type { ShedReason } from '../intake/overload.js';
 import type { BrokerRefusals } from '../mqtt/port.js';
-import type { QueueDepth } from '../store/types.js';
+import type { QueueDepth } from '../store/port.js';
 import type { BudgetReport } from './budgets-report.js';
 import type { CircuitState } from '../upstream/breaker.js';
 

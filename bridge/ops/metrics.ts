@@ -9,7 +9,7 @@ import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { Priority, Reply } from '../../contract/index.js';
 import type { OverloadObserver, ShedReason } from '../intake/overload.js';
 import type { SchedulerObserver } from '../scheduling/scheduler.js';
-import type { QueueDepth } from '../store/types.js';
+import type { QueueDepth } from '../store/port.js';
 import type { CircuitState } from '../upstream/breaker.js';
 import type { UpstreamResult } from '../upstream/client.js';
 import {

@@ -8,7 +8,7 @@ import { newRedis } from '../../broker/redis-endpoint.js';
 import { ConfigError } from '../../contract/index.js';
 import { loadConfig, type Config } from '../config/config.js';
 import { RedisStore } from '../store/redis.js';
-import type { DeadLetter } from '../store/types.js';
+import type { DeadLetter } from '../store/port.js';
 import { budgetReport } from './budgets-report.js';
 import { OPS_USAGE } from './ops-cli-usage.js';
 import { budgetsTable, deadLettersTable, usageTable } from './tables-cli.js';

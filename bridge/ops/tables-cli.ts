@@ -1,6 +1,6 @@
 // The operator commands' tables: aligned columns and rounded figures for a terminal
 // (`--json` prints the raw report instead).
-import type { DeadLetter } from '../store/types.js';
+import type { DeadLetter } from '../store/port.js';
 import type { UsageReport, UsageTotals } from '../store/usage-types.js';
 import type { BudgetReport } from './budgets-report.js';
 

@@ -4,7 +4,7 @@ import { BridgeError } from '../../contract/index.js';
 import { lazyChild, type Logger } from '../logger.js';
 import type { Completion } from '../results/completion.js';
 import { errorReply } from '../results/replies.js';
-import type { ExpiredJob } from '../store/types.js';
+import type { ExpiredJob } from '../model/job.js';
 
 /** Answers and completes one expired job; `signal` ends the completion's retries at shutdown. */
 export async function answerExpired(job: ExpiredJob, completion: Completion, logger: Logger, signal: AbortSignal): Promise<void> {

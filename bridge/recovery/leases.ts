@@ -2,7 +2,7 @@
 // upstream call runs; a lease lost or about to run out stops the job before its next attempt.
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '../logger.js';
-import type { Store } from '../store/types.js';
+import type { Store } from '../store/port.js';
 import { storeFailed } from '../store/outage.js';
 import type { ConditionReport } from '../repeating-log.js';
 

@@ -4,7 +4,7 @@ import { BridgeError } from '../../contract/index.js';
 import { lazyChild, type Logger } from '../logger.js';
 import type { Completion } from '../results/completion.js';
 import { errorReply } from '../results/replies.js';
-import type { Store } from '../store/types.js';
+import type { Store } from '../store/port.js';
 import { storeFailed } from '../store/outage.js';
 import type { ConditionReport } from '../repeating-log.js';
 

@@ -4,7 +4,7 @@ import { BridgeError } from '../../contract/index.js';
 import type { Logger } from '../logger.js';
 import { errorReply } from '../results/replies.js';
 import type { Results } from '../results/results.js';
-import type { Store } from '../store/types.js';
+import type { Store } from '../store/port.js';
 
 export async function answerQueuedOnShutdown(store: Store, results: Results, logger: Logger): Promise<void> {
   if (store.durable) return;

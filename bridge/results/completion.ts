@@ -19,7 +19,8 @@ import { priceOf, type Price } from '../config/models.js';
 import type { LazyLog } from '../logger.js';
 import { answerFields } from './replies.js';
 import type { Results } from './results.js';
-import type { ClaimedJob, CompleteOptions, Job, Store, UsageRecord } from '../store/types.js';
+import type { ClaimedJob, Job } from '../model/job.js';
+import type { CompleteOptions, Store, UsageRecord } from '../store/port.js';
 
 /**
  * The failures a replay could turn into an answer, kept for the operator: the upstream failed

@@ -1,7 +1,8 @@
 // Ok replies, built in one place whether the answer came from the upstream, the cache or an
 // identical request in flight: each carries the request's own id and priority.
 import { type Answer, BridgeError, type ErrorReply, type OkReply, type Priority } from '../../contract/index.js';
-import type { CachedAnswer, Job } from '../store/types.js';
+import type { CachedAnswer } from '../store/port.js';
+import type { Job } from '../model/job.js';
 
 /** The answer's part of an ok reply (model, content or vectors, usage), without undefined keys. */
 export function answerFields(answer: CachedAnswer): Answer {

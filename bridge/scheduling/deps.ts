@@ -2,7 +2,7 @@
 // learns from it (metrics, the queue-wait overload guard).
 import type { Config } from '../config/config.js';
 import type { Price } from '../config/config-file.js';
-import type { Job } from '../store/types.js';
+import type { Job } from '../model/job.js';
 import type { UpstreamCall, UpstreamResult } from '../upstream/client.js';
 
 export type SchedulerConfig = Pick<

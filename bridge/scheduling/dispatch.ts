@@ -1,7 +1,7 @@
 // The "claim along" handshake between admission and the scheduler: an admission carries a
 // claim for this instance's free slots, so a request arriving at an idle instance is claimed
 // in the same store call that queues it.
-import type { ClaimAlong, ClaimOptions } from '../store/types.js';
+import type { ClaimAlong, ClaimOptions } from '../store/port.js';
 
 /** How admission hands work to the scheduler (Scheduler implements it). */
 export interface Dispatch {

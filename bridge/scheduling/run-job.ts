@@ -9,7 +9,8 @@ import { answerBookkeeping, pricedUsage, type Bookkeeping, type Completion } fro
 import { errorReply, invalidOutputReply, okReply } from '../results/replies.js';
 import type { Results } from '../results/results.js';
 import type { StreamPublisher } from '../results/stream.js';
-import type { ClaimedJob, Lead, Store } from '../store/types.js';
+import type { ClaimedJob } from '../model/job.js';
+import type { Lead, Store } from '../store/port.js';
 import type { AttemptSpend } from '../upstream/attempt-spend.js';
 import { buildUpstreamBody, inlineImage, type ChatBody } from '../upstream/body.js';
 import { outputChecks, type OutputFormat, type OutputVerdict } from '../upstream/output-check.js';

@@ -1,65 +1,9 @@
-// Circuit-breaker state as a store keeps it: the interface a provider's breaker asks, and its
-// Redis form, one hash per provider changed only by lua/breaker.lua, shared by every instance.
+// Circuit-breaker state in Redis, one hash per provider changed only by lua/breaker.lua, shared
+// by every instance. It serves upstream/'s BreakerStore port; the composition root wires it.
 import type { Redis } from 'ioredis';
+import type { Acquired, BreakerConfig, CircuitState, Recorded } from '../model/circuit.js';
 import { library } from './lua-library.js';
 import { redisKeys, type RedisKeys } from './redis-keys.js';
-
-export type CircuitState = 'closed' | 'open' | 'half-open';
-
-export interface BreakerConfig {
-  consecutiveFailures: number;
-  /** 0 < errorRate <= 1. */
-  errorRate: number;
-  windowMs: number;
-  minCalls: number;
-  /** BREAKER_COOLDOWN_MS. */
-  cooldownMs: number;
-  /** How long a granted probe may run before another caller may probe (its holder may have died). */
-  probeLeaseMs: number;
-}
-
-/** The store's answer to "may a call go to this provider now?". */
-export type Acquired =
-  | {
-      allowed: true;
-      state: CircuitState;
-      /** Set when this caller holds the half-open probe: pass it back to record/release. */
-      probe: string | undefined;
-      /** The state before, when this acquire changed it (open → half-open). */
-      from: CircuitState | undefined;
-    }
-  | { allowed: false; state: 'open' | 'half-open'; retryAt: number };
-
-export interface Recorded {
-  state: CircuitState;
-  /** The state before, when this record changed it. */
-  from: CircuitState | undefined;
-  /** Why it opened or closed. */
-  reason: string | undefined;
-  /** While open: until when. */
-  openUntil: number | undefined;
-}
-
-/** Where circuits live. Every call takes `now` from the caller, so all instances agree on time. */
-export interface BreakerStore {
-  /** The state lives outside this process, shared by every instance: each call is a round trip. */
-  readonly shared: boolean;
-  acquire(name: string, config: BreakerConfig, now: number): Promise<Acquired>;
-  /**
-   * `successes`: earlier successes of calls that held no probe, applied before this outcome
-   * (only while closed, as each on its own would be), so a batch keeps the order of outcomes.
-   */
-  record(
-    name: string,
-    config: BreakerConfig,
-    ok: boolean,
-    probe: string | undefined,
-    now: number,
-    successes?: number,
-  ): Promise<Recorded>;
-  /** Gives a probe back unused (the call stopped before its attempt ran). */
-  release(name: string, config: BreakerConfig, probe: string, now: number): Promise<void>;
-}
 
 const CODE_TO_STATE: Record<string, CircuitState> = { c: 'closed', o: 'open', h: 'half-open' };
 const fromCode = (code: string | undefined): CircuitState | undefined => (code ? CODE_TO_STATE[code] : undefined);
@@ -68,7 +12,7 @@ const fromCode = (code: string | undefined): CircuitState | undefined => (code ?
 type ScriptReply = [string, number, string, number, string, string];
 
 /** Breakers shared by every instance on one Redis deployment prefix (key `{prefix}:breaker:{provider}`). */
-export class RedisBreakerStore implements BreakerStore {
+export class RedisBreakerStore {
   readonly shared = true;
   private readonly keys: RedisKeys;
 

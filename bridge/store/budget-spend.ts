@@ -3,7 +3,7 @@
 // instance; in Redis a hash per budget and period (spend:{budget}:{period}, fields
 // subject TAB u and subject TAB r), kept until a week after its period ends.
 import type { Redis } from 'ioredis';
-import type { BudgetCharge } from '../config/budgets.js';
+import type { BudgetCharge } from '../model/budget-charge.js';
 import type { LuaArg } from './lua-library.js';
 
 export interface BudgetUse {

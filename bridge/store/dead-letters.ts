@@ -2,7 +2,7 @@
 // `<time, 13 digits>|<job key>`, so the oldest sorts first in byte order and one job has one
 // entry), the cursor a page hands out, an entry's stored size, and replay-all in pages.
 import type { Priority } from '../../contract/index.js';
-import type { DeadLetter, DeadLetterBounds, DeadLetters } from './types.js';
+import type { DeadLetter, DeadLetterBounds, DeadLetters } from './port.js';
 
 /** The defaults of DLQ_MAX, DLQ_MAX_BYTES and DLQ_TTL_S. */
 export const DEFAULT_DEAD_LETTER_BOUNDS: DeadLetterBounds = Object.freeze({ max: 10_000, maxBytes: 67_108_864, ttlS: 604_800 });

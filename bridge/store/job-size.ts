@@ -1,6 +1,6 @@
 // A job as a store keeps it: its data as JSON without its image's bytes (the Redis store keeps
 // those once by hash), and the size QUEUE_MAX_BYTES counts for it, the same in both stores.
-import type { Job } from './types.js';
+import type { Job } from '../model/job.js';
 
 /** The job's data as its record holds it: without attempts (kept apart) and without the image's base64. */
 export function recordJson(job: Job): string {

@@ -1,7 +1,7 @@
 // The memory store's answers kept for reuse: the cache, the coalescing flights (which job
 // calls the upstream for identical requests) and the usage by hour.
 import { addMetric, addRecord, emptyReport, hourOf, hoursBetween, USAGE_DIMENSIONS } from './usage-report.js';
-import { HOUR_MS, type CachedAnswer, type Lead, type UsageRecord, type UsageReport, type UsageTotals } from './types.js';
+import { HOUR_MS, type CachedAnswer, type Lead, type UsageRecord, type UsageReport, type UsageTotals } from './port.js';
 
 /** Usage hours are kept about a week, like the Redis store's hourly buckets. */
 const USAGE_KEEP_MS = 8 * 24 * HOUR_MS;

@@ -2,8 +2,9 @@
 // a map by job key for lookups, and their total stored size, kept within DLQ_MAX,
 // DLQ_MAX_BYTES (oldest dropped and counted) and DLQ_TTL_S.
 import { DEAD_LETTER_PAGE_BYTES, memberOf, oldestKept, replayInPages, storedEntry, toCursor, fromCursor, type ReplayOffsets } from './dead-letters.js';
-import type { DeadLetter, DeadLetterBounds, DeadLetterPage, DeadLetters, Job } from './types.js';
-import { replayedJob } from './types.js';
+import type { DeadLetter, DeadLetterBounds, DeadLetterPage, DeadLetters } from './port.js';
+import type { Job } from '../model/job.js';
+import { replayedJob } from '../model/job.js';
 
 interface Kept {
   member: string;

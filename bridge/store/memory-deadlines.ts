@@ -3,7 +3,7 @@
 // (the Redis store's deadlines sorted set). Entries of jobs that left the queue are dropped
 // lazily, when they come up.
 import { type Deadline, DeadlineHeap } from './deadline-heap.js';
-import type { Job } from './types.js';
+import type { Job } from '../model/job.js';
 
 /** Queued jobs by deadline; `due` takes out the keys whose deadline has come, earliest first. */
 export class DeadlineIndex {

@@ -2,7 +2,8 @@
 // them in Lua (lua/includes/admission.lua, queue.lua).
 import { storedSize } from './job-size.js';
 import { SlidingWindow } from './sliding-window.js';
-import type { AdmitLimits, Job, QuotaCharge } from './types.js';
+import type { AdmitLimits, QuotaCharge } from './port.js';
+import type { Job } from '../model/job.js';
 
 const MINUTE_MS = 60_000;
 

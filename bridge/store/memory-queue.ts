@@ -6,7 +6,7 @@
 // that starts waiting takes the smallest counter of the class's waiting devices, so time
 // spent idle is no credit; one that stops waiting leaves its counter behind.
 import { PRIORITIES, type Priority } from '../../contract/index.js';
-import type { Job } from './types.js';
+import type { Job } from '../model/job.js';
 
 export interface Queued {
   job: Job;

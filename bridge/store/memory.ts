@@ -1,35 +1,16 @@
 // In-process coordination for a single instance (no REDIS_URL). Every method does its
 // whole step synchronously, so each step is atomic just as a Lua script is in Redis.
 import { PRIORITIES, type Reply } from '../../contract/index.js';
-import type { BudgetCharge } from '../config/budgets.js';
+import type { BudgetCharge } from '../model/budget-charge.js';
 import { MemorySpend, settlementOf, type BudgetPeriod, type BudgetUse } from './budget-spend.js';
 import { ReadyQueue, type Queued } from './memory-queue.js';
 import { SlidingWindow } from './sliding-window.js';
 import { DeviceQuota, QueueBytes } from './memory-limits.js';
 import { MemoryAnswers } from './memory-answers.js';
 import { DeadlineIndex, takeDue } from './memory-deadlines.js';
-import type {
-  CachedAnswer,
-  CompleteOptions,
-  FlightClaim,
-  Lead,
-  UsageRecord,
-  UsageReport,
-  AdmitLimits,
-  AdmitResult,
-  ClaimedJob,
-  ClaimOptions,
-  ClaimResult,
-  DeadLetterBounds,
-  ExpiredJob,
-  Job,
-  QueueDepth,
-  QuotaCharge,
-  RateTake,
-  RecordResult,
-  Store,
-} from './types.js';
-import { withoutImageBytes } from './types.js';
+import type { CachedAnswer, CompleteOptions, FlightClaim, Lead, UsageRecord, UsageReport, AdmitLimits, AdmitResult, ClaimOptions, ClaimResult, DeadLetterBounds, QueueDepth, QuotaCharge, RateTake, RecordResult, Store } from './port.js';
+import type { ClaimedJob, ExpiredJob, Job } from '../model/job.js';
+import { withoutImageBytes } from '../model/job.js';
 import { DEFAULT_DEAD_LETTER_BOUNDS } from './dead-letters.js';
 import { MemoryDeadLetters } from './memory-dead-letters.js';
 

@@ -7,7 +7,8 @@ import { recordJson, storedSize } from './job-size.js';
 import type { LuaArg } from './lua-library.js';
 import { toAdmitResult, toClaimResult } from './redis-codec.js';
 import { lockId, type RedisKeys } from './redis-keys.js';
-import type { AdmitLimits, AdmitResult, ClaimedJob, ClaimOptions, Job } from './types.js';
+import type { AdmitLimits, AdmitResult, ClaimOptions } from './port.js';
+import type { ClaimedJob, Job } from '../model/job.js';
 
 /** A raw image's default age in Redis when the caller names none: a day, IDEMPOTENCY_TTL_S's default. */
 const IMAGE_TTL_MS = 86_400_000;

@@ -3,7 +3,8 @@
 import { BridgeError, type Reply, ReplySchema } from '../../contract/index.js';
 import type { LuaArg } from './lua-library.js';
 import { addMetric, type UsageDimension, type UsageMetric } from './usage-report.js';
-import { HOUR_MS, type AdmitResult, type CachedAnswer, type ClaimedJob, type ClaimResult, type ExpiredJob, type Job, type UsageReport } from './types.js';
+import { HOUR_MS, type AdmitResult, type CachedAnswer, type ClaimResult, type UsageReport } from './port.js';
+import type { ClaimedJob, ExpiredJob, Job } from '../model/job.js';
 
 /** Usage hours are kept about a week (a backstop; reports read what is there). */
 const USAGE_KEEP_MS = 8 * 24 * HOUR_MS;

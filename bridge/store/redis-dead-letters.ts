@@ -17,8 +17,9 @@ import {
 } from './dead-letters.js';
 import type { LuaArg } from './lua-library.js';
 import { lockId, type RedisKeys } from './redis-keys.js';
-import type { DeadLetter, DeadLetterBounds, DeadLetterPage, DeadLetters, ExpiredJob, Job } from './types.js';
-import { replayedJob, withoutImageBytes } from './types.js';
+import type { DeadLetter, DeadLetterBounds, DeadLetterPage, DeadLetters } from './port.js';
+import type { ExpiredJob, Job } from '../model/job.js';
+import { replayedJob, withoutImageBytes } from '../model/job.js';
 
 /** The steps of this file (lua/<name>.lua). */
 export type DeadLetterStep = 'dlq-page' | 'dlq-stats' | 'dlq-upgrade' | 'replay';

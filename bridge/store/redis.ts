@@ -2,7 +2,7 @@
 // so every instance sees one queue, one set of locks and one rate budget.
 import type { Redis } from 'ioredis';
 import { BridgeError, PRIORITIES, type Reply } from '../../contract/index.js';
-import type { BudgetCharge } from '../config/budgets.js';
+import type { BudgetCharge } from '../model/budget-charge.js';
 import { admitCall, admitOutcome, withImages } from './redis-admission.js';
 import { RedisSpend, settlementOf, type BudgetPeriod, type BudgetUse } from './budget-spend.js';
 import { library, libraryWithoutFairShare, type LuaArg, type LuaLibrary } from './lua-library.js';
@@ -24,26 +24,8 @@ import { foldOldFences } from './redis-fences.js';
 import type { RedisHealth } from './redis-health.js';
 import { UsageBuffer } from './usage-buffer.js';
 import { emptyReport, hoursBetween } from './usage-report.js';
-import type {
-  CachedAnswer,
-  CompleteOptions,
-  FlightClaim,
-  Lead,
-  UsageRecord,
-  UsageReport,
-  AdmitLimits,
-  AdmitResult,
-  ClaimedJob,
-  ClaimOptions,
-  ClaimResult,
-  DeadLetterBounds,
-  Job,
-  QueueDepth,
-  QuotaCharge,
-  RateTake,
-  RecordResult,
-  Store,
-} from './types.js';
+import type { CachedAnswer, CompleteOptions, FlightClaim, Lead, UsageRecord, UsageReport, AdmitLimits, AdmitResult, ClaimOptions, ClaimResult, DeadLetterBounds, QueueDepth, QuotaCharge, RateTake, RecordResult, Store } from './port.js';
+import type { ClaimedJob, Job } from '../model/job.js';
 import { DEFAULT_DEAD_LETTER_BOUNDS } from './dead-letters.js';
 import { RedisDeadLetters, type DeadLetterStep } from './redis-dead-letters.js';
 

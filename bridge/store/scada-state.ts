@@ -3,8 +3,7 @@
 // a Sparkplug birth carries every tag's current value), the Sparkplug Edge Node's bdSeq and
 // its one-publisher lease, and every instance's answers handed to that publisher.
 // Implementations: memory (one process) and Redis; one test suite runs over both.
-import type { ScadaAnswer } from '../../contract/index.js';
-import { DEFAULT_STRING_MAX_LENGTH } from '../config/output.js';
+import { DEFAULT_STRING_MAX_LENGTH, type ScadaAnswer } from '../../contract/index.js';
 
 /**
  * One last-good record's JSON at most: an output of 64 fields (its most), each named in 64

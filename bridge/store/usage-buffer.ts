@@ -1,7 +1,7 @@
 // Usage counted in the instance and added to Redis in one call a second, rather than three or
 // four increments per request. A clean stop flushes what is left; a crash (kill -9) loses at
 // most the last second's counts (never a reply). A flush that fails keeps its counts for the next.
-import type { UsageRecord } from './types.js';
+import type { UsageRecord } from './port.js';
 import { hourOf } from './usage-report.js';
 
 const FLUSH_MS = 1000;

@@ -1,6 +1,6 @@
 // Usage totals by device, model, priority and template, and how hours of them add up. Shared by both
 // stores so a report reads the same whichever one kept it.
-import type { UsageRecord, UsageReport, UsageTotals } from './types.js';
+import type { UsageRecord, UsageReport, UsageTotals } from './port.js';
 
 export const USAGE_DIMENSIONS = ['byDevice', 'byModel', 'byPriority', 'byTemplate'] as const;
 export type UsageDimension = (typeof USAGE_DIMENSIONS)[number];

@@ -7,7 +7,7 @@ import {
   type ChatMessage,
   type InferRequest,
 } from '../../contract/index.js';
-import { imageRef, type JobImage } from '../store/types.js';
+import { imageRef, type JobImage } from '../model/job.js';
 import type { OutputFormat } from './output-check.js';
 
 /** POST {baseUrl}/chat/completions. */

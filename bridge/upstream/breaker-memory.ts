@@ -1,6 +1,7 @@
 // Circuit-breaker state for one instance, in memory: the same algorithm as store/lua/breaker.lua,
 // step for step, behind the same BreakerStore interface.
-import type { Acquired, BreakerConfig, BreakerStore, Recorded } from '../store/breaker-state.js';
+import type { Acquired, BreakerConfig, Recorded } from '../model/circuit.js';
+import type { BreakerStore } from './breaker-port.js';
 
 /** Buckets per window: the error rate is counted over the last BUCKETS buckets of windowMs/BUCKETS. */
 const BUCKETS = 10;

@@ -12,16 +12,18 @@
 // error, timeout, 5xx, unusable 200. Anything the provider answered properly (2xx, 4xx
 // including 401/403/429) is a success: the provider is up.
 //
-// The state lives behind BreakerStore (store/breaker-state.ts): in memory for one instance
+// The state lives behind BreakerStore (breaker-port.ts): in memory for one instance
 // (breaker-memory.ts), or in Redis (RedisBreakerStore, one Lua script, the same algorithm) so
 // every instance shares it. Both take `now` from the caller, and a result is recorded only by
 // the call it belongs to. In front of Redis, the Breaker keeps the common case (closed, calls
 // succeeding) off the store: see SYNC_MS.
 import type { Logger } from '../logger.js';
-import type { Acquired, BreakerConfig, BreakerStore, CircuitState, Recorded } from '../store/breaker-state.js';
+import type { Acquired, BreakerConfig, CircuitState, Recorded } from '../model/circuit.js';
+import type { BreakerStore } from './breaker-port.js';
 import { MemoryBreakerStore } from './breaker-memory.js';
 
-export type { BreakerConfig, BreakerStore, CircuitState } from '../store/breaker-state.js';
+export type { BreakerConfig, CircuitState } from '../model/circuit.js';
+export type { BreakerStore } from './breaker-port.js';
 
 /** A permit to send one attempt; pass it back with the result. */
 export interface Permit {

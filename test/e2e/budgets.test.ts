@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { periodAt } from '../../bridge/config/budgets.js';
+import { periodAt } from '../../bridge/intake/budget-period.js';
 import { ask, startHarness, type Harness } from '../helpers/harness.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { tempDir } from '../helpers/security.js';

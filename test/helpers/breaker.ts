@@ -2,7 +2,8 @@
 // names, and Redis connections on a key prefix of the test file's own.
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
-import { RedisBreakerStore, type BreakerConfig } from '../../bridge/store/breaker-state.js';
+import type { BreakerConfig } from '../../bridge/model/circuit.js';
+import { RedisBreakerStore } from '../../bridge/store/breaker-state.js';
 import { connectRedis, deletePrefix, uniquePrefix } from './redis.js';
 
 export const CONFIG: BreakerConfig = {

@@ -6,7 +6,7 @@ import { startBridge, type BridgeOptions, type RunningBridge } from '../../bridg
 import { loadConfig } from '../../bridge/config/config.js';
 import { ReplySchema, topics, type OkReply, type Priority, type Reply } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
-import type { Store } from '../../bridge/store/types.js';
+import type { Store } from '../../bridge/store/port.js';
 import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../upstream-sim/sim.js';
 import { startMosquitto, type Mosquitto, type MosquittoOptions } from './mosquitto.js';
 

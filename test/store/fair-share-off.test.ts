@@ -3,7 +3,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../bridge/store/memory.js';
 import { RedisStore } from '../../bridge/store/redis.js';
-import type { Job, Store } from '../../bridge/store/types.js';
+import type { Job } from '../../bridge/model/job.js';
+import type { Store } from '../../bridge/store/port.js';
 import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
 import { admitAll, baseTime, claimOpts, ids, makeJob } from './contract/fixtures.js';
 

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../bridge/config/config.js';
 import { RedisStore } from '../../bridge/store/redis.js';
 import { lockId, redisKeys } from '../../bridge/store/redis-keys.js';
-import type { Job } from '../../bridge/store/types.js';
+import type { Job } from '../../bridge/model/job.js';
 import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
 import { claimOpts, ids, leaves, LIMITS, makeJob, makeReply } from './contract/fixtures.js';
 

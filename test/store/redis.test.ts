@@ -2,7 +2,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { RedisStore } from '../../bridge/store/redis.js';
 import { redisKeys } from '../../bridge/store/redis-keys.js';
-import type { Store } from '../../bridge/store/types.js';
+import type { Store } from '../../bridge/store/port.js';
 import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
 import { describeStoreContract, makeJob, makeReply } from './store-contract.js';
 

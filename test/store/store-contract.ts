@@ -7,7 +7,7 @@
 // - time is an argument: every call passes an explicit `now`, relative to a base taken near
 //   the real clock (so a backstop TTL on a Redis key is never already in the past); no timers.
 import { afterEach, describe } from 'vitest';
-import type { Store } from '../../bridge/store/types.js';
+import type { Store } from '../../bridge/store/port.js';
 import { admissionContract, claimAlongContract, deviceQuotaContract, queueMaxContract } from './contract/admission.js';
 import { cacheContract } from './contract/cache.js';
 import { budgetsContract } from './contract/budgets.js';

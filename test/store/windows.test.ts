@@ -4,7 +4,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../bridge/store/memory.js';
 import { RedisStore } from '../../bridge/store/redis.js';
-import type { AdmitResult, RateTake, Store } from '../../bridge/store/types.js';
+import type { AdmitResult, RateTake, Store } from '../../bridge/store/port.js';
 import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
 import { baseTime, makeJob, MINUTE } from './contract/fixtures.js';
 

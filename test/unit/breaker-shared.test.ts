@@ -3,7 +3,8 @@
 import type { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../bridge/logger.js';
-import { RedisBreakerStore, type BreakerStore } from '../../bridge/store/breaker-state.js';
+import { RedisBreakerStore } from '../../bridge/store/breaker-state.js';
+import type { BreakerStore } from '../../bridge/upstream/breaker-port.js';
 import { redisKeys } from '../../bridge/store/redis-keys.js';
 import { Breaker } from '../../bridge/upstream/breaker.js';
 import { MemoryBreakerStore } from '../../bridge/upstream/breaker-memory.js';

@@ -1,7 +1,7 @@
 // The circuit breaker's state machine, run against both stores with an explicit clock: the
 // memory store (one instance) and the Redis store (breaker.lua, shared by every instance).
 import { describe, expect, it } from 'vitest';
-import type { BreakerStore } from '../../bridge/store/breaker-state.js';
+import type { BreakerStore } from '../../bridge/upstream/breaker-port.js';
 import { MemoryBreakerStore } from '../../bridge/upstream/breaker-memory.js';
 import { breakerRedis, CONFIG, fresh, T0 } from '../helpers/breaker.js';
 

@@ -5,7 +5,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { BudgetsSchema, chargesFor, periodAt } from '../../bridge/config/budgets.js';
+import { BudgetsSchema } from '../../bridge/config/budgets.js';
+import { chargesFor } from '../../bridge/intake/budgets.js';
+import { periodAt } from '../../bridge/intake/budget-period.js';
 import { loadConfig } from '../../bridge/config/config.js';
 
 const at = (iso: string): number => Date.parse(iso);

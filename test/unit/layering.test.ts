@@ -1,7 +1,8 @@
 // The folders' import rules, read from the source. Top level: contract/ imports no other
 // folder of ours, broker/ nothing but contract/, and no two folders import each other. Inside
 // bridge/, the stages follow a request (mqtt → intake → scheduling → coalescing → upstream →
-// results → scada) and never import an earlier stage; store/, config/, recovery/ and ops/ sit beside.
+// results → scada) and never import an earlier stage; model/, store/, config/, recovery/ and ops/
+// sit beside, model/ (the request's data) under every other one.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,7 +12,7 @@ import { sourceFiles, sourceFolders } from '../helpers/code-shape.js';
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const FOLDERS = sourceFolders(ROOT);
 const STAGES = ['mqtt', 'intake', 'scheduling', 'coalescing', 'upstream', 'results', 'scada'];
-const BESIDE = ['store', 'config', 'recovery', 'ops'];
+const BESIDE = ['model', 'store', 'config', 'recovery', 'ops'];
 /** bridge/ root files a subfolder may import; the rest (main, app, coordination…) only wire. */
 const SHARED_ROOT_FILES = ['logger.ts', 'repeating-log.ts', 'version.ts'];
 
@@ -84,10 +85,15 @@ describe('bridge/ layering', () => {
     expect(backwards).toEqual([]);
   });
 
-  it('keeps store/ and config/ free of the stages, and every stage free of ops/', () => {
+  it('keeps model/ on the contract alone, store/ on model/ alone, config/ on nothing, and every stage free of ops/', () => {
+    expect(importsOf('model')).toEqual([]);
+    expect(importsOf('store')).toEqual(['model']);
     expect(importsOf('config')).toEqual([]);
-    expect(importsOf('store').filter((t) => t !== 'config')).toEqual([]);
     expect(STAGES.filter((stage) => importsOf(stage).includes('ops'))).toEqual([]);
+  });
+
+  it("keeps the stages off the store's implementations: upstream/ owns its breaker port, and the root wires the Redis one", () => {
+    expect(importsOf('upstream')).not.toContain('store');
   });
 
   it('has no subfolders importing each other around a circle', () => {

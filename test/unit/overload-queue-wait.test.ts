@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Priority } from '../../contract/index.js';
 import type { QueueEstimate } from '../../bridge/intake/queue-wait.js';
-import type { QueueDepth } from '../../bridge/store/types.js';
+import type { QueueDepth } from '../../bridge/store/port.js';
 import { setup, shedPriorities, type Setup } from '../helpers/load-shedder.js';
 
 describe('LoadShedder: queue-wait guard', () => {

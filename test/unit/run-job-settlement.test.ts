@@ -7,7 +7,7 @@ import { BridgeError, type Reply } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
 import { NO_OBSERVER, NO_QUEUE_WAIT, type Upstream } from '../../bridge/scheduling/deps.js';
 import { JobRunner, type RunDeps, type Running } from '../../bridge/scheduling/run-job.js';
-import type { ClaimedJob } from '../../bridge/store/types.js';
+import type { ClaimedJob } from '../../bridge/model/job.js';
 import type { AttemptSpend } from '../../bridge/upstream/attempt-spend.js';
 import type { UpstreamCall, UpstreamResult } from '../../bridge/upstream/call.js';
 

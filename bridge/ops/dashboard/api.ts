@@ -1,8 +1,8 @@
 // The dashboard's data over the store, this instance's recorder and broker, and (on Redis)
 // the other instances: what dashboard/http.ts serves.
 import { deviceIdOfClientId } from '../../../contract/index.js';
-import { periodAt } from '../../config/budgets.js';
-import type { Store } from '../../store/types.js';
+import { periodAt } from '../../intake/budget-period.js';
+import type { Store } from '../../store/port.js';
 import type { Dashboard } from './dashboard.js';
 import type { DashboardApi } from './http.js';
 import type { DeviceView } from './model.js';

@@ -4,7 +4,7 @@
 // Every instance ticks whether or not a page is open, so any page sees the whole fleet.
 import type { Logger } from '../../logger.js';
 import type { InstanceReports } from '../../store/instance-reports.js';
-import type { QueueDepth, Store } from '../../store/types.js';
+import type { QueueDepth, Store } from '../../store/port.js';
 import type { ProviderChain } from '../../upstream/chain.js';
 import type { ReadinessState } from '../readiness.js';
 import { buildReport, fleetView, type InstanceReport } from './fleet.js';

@@ -2,7 +2,7 @@
 // made of every live report: rates added up, histograms merged, the worst circuit and key
 // state any instance sees.
 import { PRIORITIES, type Priority } from '../../../contract/index.js';
-import type { QueueDepth } from '../../store/types.js';
+import type { QueueDepth } from '../../store/port.js';
 import type { AttemptCounts } from '../../upstream/attempt-stats.js';
 import type { ProviderHealth } from '../../upstream/chain.js';
 import { encode, mergedPercentiles, newHistogram, recordMs } from './histogram.js';

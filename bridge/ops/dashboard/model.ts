@@ -1,7 +1,7 @@
 // What the dashboard's server sends its page: the shapes of /dashboard/api/* bodies and of
 // the events on /dashboard/api/events. The page (static/app.js) reads exactly these.
 import type { ErrorCode, Priority } from '../../../contract/index.js';
-import type { UsageReport } from '../../store/types.js';
+import type { UsageReport } from '../../store/port.js';
 
 /** p50 and p99 in milliseconds; null when nothing was observed in the interval. */
 export type Percentiles = { p50: number; p99: number } | null;

@@ -1,7 +1,8 @@
 // Store contract, admission: idempotency by (deviceId, id), the device quota, queueMax, and
 // an admission that claims along in the same step.
 import { describe, expect, it } from 'vitest';
-import type { AdmitLimits, ClaimedJob, Job } from '../../../bridge/store/types.js';
+import type { AdmitLimits } from '../../../bridge/store/port.js';
+import type { ClaimedJob, Job } from '../../../bridge/model/job.js';
 import { admitAll, baseTime, claimOpts, type ContractContext, DONE, ids, LEASE, leadOneOf, leaves, LIMITS, makeJob, makeReply, sameJob } from './fixtures.js';
 
 export function admissionContract({ open }: ContractContext): void {

@@ -4,8 +4,9 @@
 // whether only reservations refused it; settling moves the estimate from reserved to what was
 // used (0 for a failure); reservations racing each other never take a budget over its limit.
 import { describe, expect, it } from 'vitest';
-import type { BudgetCharge } from '../../../bridge/config/budgets.js';
-import type { AdmitLimits, ClaimedJob, Store } from '../../../bridge/store/types.js';
+import type { BudgetCharge } from '../../../bridge/model/budget-charge.js';
+import type { AdmitLimits, Store } from '../../../bridge/store/port.js';
+import type { ClaimedJob } from '../../../bridge/model/job.js';
 import { admitAll, baseTime, claimOpts, DONE, LIMITS, makeJob, makeReply, type ContractContext } from './fixtures.js';
 
 const charge = (o: Partial<BudgetCharge> = {}): BudgetCharge => ({

@@ -2,7 +2,7 @@
 // completion that books cache, flight and usage at once, and usage per hour.
 import { describe, expect, it } from 'vitest';
 import type { Priority } from '../../../contract/index.js';
-import type { ClaimedJob } from '../../../bridge/store/types.js';
+import type { ClaimedJob } from '../../../bridge/model/job.js';
 import { baseTime, claimOpts, type ContractContext, DONE, leadOneOf, makeJob, makeReply } from './fixtures.js';
 
 export function cacheContract({ open }: ContractContext): void {

@@ -3,7 +3,8 @@
 // per job, and replay-all a page at a time.
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../../bridge/config/config.js';
-import type { DeadLetterBounds, Job, Store } from '../../../bridge/store/types.js';
+import type { DeadLetterBounds, Store } from '../../../bridge/store/port.js';
+import type { Job } from '../../../bridge/model/job.js';
 import { admitAll, allDeadLetters, baseTime, claimOpts, type ContractContext, errorReply, ids, makeJob } from './fixtures.js';
 
 const BOUNDS: DeadLetterBounds = { max: 1000, maxBytes: 64 * 1024 * 1024, ttlS: 3600 };

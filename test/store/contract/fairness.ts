@@ -4,7 +4,8 @@
 // smallest counter among those waiting, so idleness is no credit; equal counters go to the
 // device whose next job comes first; across classes, the best score decides as before.
 import { describe, expect, it } from 'vitest';
-import type { Job, Store } from '../../../bridge/store/types.js';
+import type { Job } from '../../../bridge/model/job.js';
+import type { Store } from '../../../bridge/store/port.js';
 import { admitAll, baseTime, claimOpts, type ContractContext, ids, makeJob } from './fixtures.js';
 
 const job = (deviceId: string, id: string, arrivalMs: number, fairCost = 10, priority: Job['priority'] = 'normal'): Job => ({

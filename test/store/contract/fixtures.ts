@@ -3,8 +3,9 @@
 import { expect } from 'vitest';
 import type { Priority, Reply } from '../../../contract/index.js';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../../bridge/config/config.js';
-import type { AdmitLimits, ClaimedJob, ClaimOptions, DeadLetter, DeadLetterBounds, Job, Lead, Store } from '../../../bridge/store/types.js';
-import { jobKey } from '../../../bridge/store/types.js';
+import type { AdmitLimits, ClaimOptions, DeadLetter, DeadLetterBounds, Lead, Store } from '../../../bridge/store/port.js';
+import type { ClaimedJob, Job } from '../../../bridge/model/job.js';
+import { jobKey } from '../../../bridge/model/job.js';
 import { BUCKET_MS } from '../../../bridge/store/sliding-window.js';
 
 export const MINUTE = 60_000;

@@ -1,7 +1,7 @@
 // Store contract, leases: renewal by the owner only, and the reap that requeues an expired
 // lease or returns the job as exhausted.
 import { describe, expect, it } from 'vitest';
-import type { Job } from '../../../bridge/store/types.js';
+import type { Job } from '../../../bridge/model/job.js';
 import { admitAndClaim, baseTime, claimOpts, type ContractContext, errorReply, ids, LIMITS, sameJob } from './fixtures.js';
 
 export function leasesContract({ open }: ContractContext): void {

@@ -1,7 +1,7 @@
 // Store contract, locks: one holder per lock, parked jobs behind it, and fences that rise with
 // every grant, whether the holder completes or its lease is reaped.
 import { describe, expect, it } from 'vitest';
-import type { ClaimedJob } from '../../../bridge/store/types.js';
+import type { ClaimedJob } from '../../../bridge/model/job.js';
 import { admitAll, baseTime, claimOpts, type ContractContext, DONE, ids, makeJob, makeReply } from './fixtures.js';
 
 export function locksContract({ open }: ContractContext): void {

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { PRIORITIES, type Priority } from '../../../contract/index.js';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../../bridge/config/config.js';
 import { storedSize } from '../../../bridge/store/job-size.js';
-import type { ClaimedJob, Job } from '../../../bridge/store/types.js';
+import type { ClaimedJob, Job } from '../../../bridge/model/job.js';
 import { admitAll, allDeadLetters, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, leaves, LIMITS, makeJob, type MakeJobOptions, sameJob } from './fixtures.js';
 
 export function claimOrderContract({ open }: ContractContext): void {

@@ -2,7 +2,8 @@
 // and takeRate, and the upstream pause. A call counts until the end of its 2 s bucket plus a
 // minute (leaves()).
 import { describe, expect, it } from 'vitest';
-import type { ClaimedJob, Job, Store } from '../../../bridge/store/types.js';
+import type { ClaimedJob, Job } from '../../../bridge/model/job.js';
+import type { Store } from '../../../bridge/store/port.js';
 import { admitAll, baseTime, claimOpts, type ContractContext, ids, leaves, makeJob } from './fixtures.js';
 
 export function rateLimitsContract({ open }: ContractContext): void {

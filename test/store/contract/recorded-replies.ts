@@ -2,7 +2,7 @@
 // crash and comes back with whoever claims the job next.
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../../bridge/config/config.js';
-import type { ClaimedJob, Job } from '../../../bridge/store/types.js';
+import type { ClaimedJob, Job } from '../../../bridge/model/job.js';
 import { admitAll, allDeadLetters, admitAndClaim, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, LIMITS, makeJob, makeReply } from './fixtures.js';
 
 export function recordedRepliesContract({ open }: ContractContext): void {

@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { MemoryStore } from '../../bridge/store/memory.js';
 import { deleteDeployment } from '../../bridge/store/redis-keys.js';
 import { RedisStore } from '../../bridge/store/redis.js';
-import type { Store } from '../../bridge/store/types.js';
+import type { Store } from '../../bridge/store/port.js';
 import { runInstance, type Coordinator, type Mode } from './instance.js';
 import { connect, countCalls, cpuSeconds, machineBusy, machineTicks, serverSnapshot } from './meters.js';
 import { FAIR_SHARE, WARMUP_JOBS, type Sizes } from './options.js';

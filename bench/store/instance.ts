@@ -1,6 +1,7 @@
 // One instance's share of a store scenario: admit its jobs, claim whatever the shared queue
 // holds and complete it, until every instance has admitted everything and the queue is empty.
-import type { ClaimedJob, ClaimOptions, ExpiredJob, Store } from '../../bridge/store/types.js';
+import type { ClaimedJob, ExpiredJob } from '../../bridge/model/job.js';
+import type { ClaimOptions, Store } from '../../bridge/store/port.js';
 import { DONE, LEASE_MS, LIMITS, RATE, type Sizes } from './options.js';
 import { jobFor, replyFor, requestBookkeeping } from './workload.js';
 

@@ -1,6 +1,6 @@
 // `npm run bench:store`'s command line, and the fixed settings every scenario shares.
 import { parseArgs } from 'node:util';
-import type { AdmitLimits } from '../../bridge/store/types.js';
+import type { AdmitLimits } from '../../bridge/store/port.js';
 
 /** The sizes of one run; a two-process scenario hands them to its children on their command line. */
 export interface Sizes {

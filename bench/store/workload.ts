@@ -2,7 +2,8 @@
 // completed with: realistic sizes and shapes, so the store's cost per job is what traffic pays.
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../bridge/config/config.js';
 import type { InferRequest, Priority, Reply } from '../../contract/index.js';
-import { jobKey, type CompleteOptions, type Job } from '../../bridge/store/types.js';
+import { jobKey, type Job } from '../../bridge/model/job.js';
+import type { CompleteOptions } from '../../bridge/store/port.js';
 
 /** A mixed priority stream, interleaved, so the queue orders work as it does under real traffic. */
 const PRIORITY_MIX: Priority[] = ['critical', ...Array<Priority>(3).fill('high'), ...Array<Priority>(12).fill('normal'), ...Array<Priority>(4).fill('low')];

@@ -227,14 +227,14 @@ function buildMetrics(
   later: { inFlight(): number; scada(): ScadaOutputs | undefined },
 ): BridgeMetrics {
   return new BridgeMetrics({
-    queueDepth: () => store.queueDepth(),
+    queueDepth: () => store.operations.queueDepth(),
     inFlight: () => later.inFlight(),
     providers: () => upstream.health(),
     connectedClients: () => mqtt.clientCount(),
     refusals: () => mqtt.refusals(),
     sessions: () => mqtt.broker?.sessions,
-    deadLettersDropped: () => store.deadLetters.dropped(),
-    budgets: () => budgetReport(live.budgets, store, Date.now()),
+    deadLettersDropped: () => store.operations.deadLetters.dropped(),
+    budgets: () => budgetReport(live.budgets, store.operations, Date.now()),
     scada: () => {
       const scada = later.scada();
       return scada && { ...scada.counts, sparkplugPublishing: sparkplug?.node.publishing };
@@ -288,7 +288,7 @@ async function openAdmin(
 /** Load shedding at admission: event-loop delay, pending admissions and, when set, queue wait. */
 function buildShedder({ config, coordination, log }: Core, metrics: BridgeMetrics, scheduler: () => Scheduler): LoadShedder {
   const queueEstimate = {
-    depth: () => coordination.store.queueDepth(),
+    depth: () => coordination.store.operations.queueDepth(),
     capacityPerS: (): number | undefined => scheduler().capacityPerS(coordination.instances()),
   };
   return new LoadShedder({

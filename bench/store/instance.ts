@@ -54,21 +54,21 @@ class Instance {
     const now = Date.now();
     const job = jobFor(i, this.sizes.devices, now);
     if (this.mode === 'request') job.cacheKey = `bench-${this.share.first}-${i}`;
-    const result = await this.store.admit(job, LIMITS, now);
+    const result = await this.store.queue.admit(job, LIMITS, now);
     if (result.kind !== 'queued') throw new Error(`admit of job ${i} answered ${result.kind}`);
     this.result.admitted += 1;
   }
 
   /** One claim and the completion of all it brought; false when it came back empty. */
   private async claimAndComplete(): Promise<boolean> {
-    const { jobs, expired } = await this.store.claim(this.claimOptions, Date.now());
+    const { jobs, expired } = await this.store.queue.claim(this.claimOptions, Date.now());
     this.result.claims += 1;
     const finished = [...jobs, ...expired];
     if (finished.length === 0) {
       this.result.emptyClaims += 1;
       return false;
     }
-    const complete = (job: (typeof finished)[number]) => this.store.complete(job, replyFor(job, Date.now()), DONE, Date.now());
+    const complete = (job: (typeof finished)[number]) => this.store.queue.complete(job, replyFor(job, Date.now()), DONE, Date.now());
     if (this.mode === 'request') {
       await this.requestPath(jobs, expired);
     } else if (this.mode === 'serial') {
@@ -83,13 +83,13 @@ class Instance {
   /** What the bridge asks of the store for claimed jobs: one coalescing step for the claim, then per job record and complete. */
   private async requestPath(jobs: ClaimedJob[], expired: ExpiredJob[]): Promise<void> {
     const flights = jobs.flatMap((job) => (job.cacheKey === undefined ? [] : [{ cacheKey: job.cacheKey, jobKey: job.key }]));
-    if (flights.length > 0) await this.store.lead(flights, LEASE_MS, Date.now());
+    if (flights.length > 0) await this.store.answers.lead(flights, LEASE_MS, Date.now());
     const finish = async (job: ClaimedJob): Promise<void> => {
       const reply = replyFor(job, Date.now());
-      await this.store.recordReply(job, reply, job.owner);
-      await this.store.complete(job, reply, { ...DONE, ...requestBookkeeping(job) }, Date.now());
+      await this.store.queue.recordReply(job, reply, job.owner);
+      await this.store.queue.complete(job, reply, { ...DONE, ...requestBookkeeping(job) }, Date.now());
     };
-    await Promise.all([...jobs.map(finish), ...expired.map((job) => this.store.complete(job, replyFor(job, Date.now()), DONE, Date.now()))]);
+    await Promise.all([...jobs.map(finish), ...expired.map((job) => this.store.queue.complete(job, replyFor(job, Date.now()), DONE, Date.now()))]);
   }
 
   /** Claims until every instance has admitted everything and the queue is empty. */

@@ -24,7 +24,7 @@ export interface Follower {
 
 export class Coalescer {
   constructor(
-    private readonly store: Store,
+    private readonly store: Pick<Store, 'answers'>,
     private readonly leaseMs: number,
     private readonly clock: () => number,
   ) {}
@@ -39,7 +39,7 @@ export class Coalescer {
     for (const job of jobs) {
       if (shares(job) && job.key !== known?.key) flights.push({ cacheKey: job.cacheKey as string, jobKey: job.key });
     }
-    const batch = flights.length === 0 ? undefined : this.store.lead(flights, this.leaseMs, now);
+    const batch = flights.length === 0 ? undefined : this.store.answers.lead(flights, this.leaseMs, now);
     let index = 0;
     return jobs.map((job) => {
       if (!shares(job)) return undefined;
@@ -61,7 +61,7 @@ export class Coalescer {
       if (lead.leader === job.key) return undefined;
       await sleep(FOLLOW_POLL_MS, undefined, { signal: follower.abort.signal });
       if (follower.leaseLost) throw new LeaseLost();
-      lead = nth(await this.store.lead([{ cacheKey, jobKey: job.key }], this.leaseMs, this.clock()), 0);
+      lead = nth(await this.store.answers.lead([{ cacheKey, jobKey: job.key }], this.leaseMs, this.clock()), 0);
     }
   }
 }

@@ -59,7 +59,7 @@ export type IntakeOutcome =
 
 export interface IntakeDeps {
   config: IntakeConfig;
-  store: Store;
+  store: Pick<Store, 'queue' | 'limits' | 'answers'>;
   results: Results;
   logger: Logger;
   cache: CachePolicy;
@@ -94,7 +94,7 @@ const CBOR_ONLY: ReplyRoute = Object.freeze({ format: 'cbor' });
 export class Intake {
   private accepting = true;
   private readonly config: IntakeConfig;
-  private readonly store: Store;
+  private readonly store: Pick<Store, 'queue' | 'limits' | 'answers'>;
   private readonly results: Results;
   private readonly logger: Logger;
   private readonly clock: () => number;
@@ -182,7 +182,7 @@ export class Intake {
    * it, the refusal is `rate_limited`. Without the store: undefined, the refusal stands.
    */
   private async chargeRefusal(deviceId: string, error: BridgeError, now: number): Promise<BridgeError | undefined> {
-    const quota = await this.store.chargeQuota(deviceId, this.config.deviceRateLimitRpm, now).catch(() => undefined);
+    const quota = await this.store.limits.chargeQuota(deviceId, this.config.deviceRateLimitRpm, now).catch(() => undefined);
     if (!quota) return undefined;
     return quota.ok ? error : this.rateLimited(deviceId, quota.retryAfterMs, now);
   }
@@ -288,14 +288,14 @@ export class Intake {
     const claim = dispatch.claimAlong();
     let result: AdmitResult | undefined;
     try {
-      result = await this.store.admit(job, limits, arrivalMs, claim);
+      result = await this.store.queue.admit(job, limits, arrivalMs, claim);
     } finally {
       if (claim) dispatch.adopt(claim, result?.kind === 'queued' ? result.along : undefined, job.key);
     }
     let answer: OkReply | undefined;
     if (result.kind === 'cached') {
       answer = okReply(job, result.answer, { cached: true, attempts: 0, claimedAt: arrivalMs, upstreamMs: 0, now: this.clock() });
-      result = await this.store.admitAnswered(job, answer, this.config.idempotencyTtlS, arrivalMs);
+      result = await this.store.answers.admitAnswered(job, answer, this.config.idempotencyTtlS, arrivalMs);
     }
     // Fields rather than a child logger: a child per request costs more than the debug line it serves.
     const fields = { deviceId, reqId: request.id };

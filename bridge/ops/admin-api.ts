@@ -8,7 +8,7 @@ import type { AdminApi } from './admin.js';
 const HOUR_MS = 3_600_000;
 
 export interface AdminApiSources {
-  store: Store;
+  store: Pick<Store, 'operations'>;
   /** Where a replayed dead letter goes in the queue (PRIORITY_OFFSETS_MS). */
   priorityOffsetsMs: Record<Priority, number>;
   /** Tells the scheduler replayed work is waiting. */
@@ -23,23 +23,23 @@ export function adminApi({ store, priorityOffsetsMs, wake, clientIds, budgets }:
   return {
     deadLetters: async (limit, after) => {
       const now = Date.now();
-      const [page, { count }] = await Promise.all([store.deadLetters.page(limit, after, now), store.deadLetters.stats(now)]);
+      const [page, { count }] = await Promise.all([store.operations.deadLetters.page(limit, after, now), store.operations.deadLetters.stats(now)]);
       return { ...page, count };
     },
-    deadLetter: (key) => store.deadLetters.get(key, Date.now()),
+    deadLetter: (key) => store.operations.deadLetters.get(key, Date.now()),
     replay: async (keys) => {
       const now = Date.now();
-      const count = keys === 'all' ? await store.deadLetters.replayAll(priorityOffsetsMs, now) : await store.deadLetters.replay(keys, priorityOffsetsMs, now);
+      const count = keys === 'all' ? await store.operations.deadLetters.replayAll(priorityOffsetsMs, now) : await store.operations.deadLetters.replay(keys, priorityOffsetsMs, now);
       if (count > 0) wake();
       return count;
     },
-    purge: () => store.deadLetters.purge(),
+    purge: () => store.operations.deadLetters.purge(),
     usage: (hours) => {
       const now = Date.now();
-      return store.usage(now - hours * HOUR_MS, now);
+      return store.operations.usage(now - hours * HOUR_MS, now);
     },
     devices: () => devicesOf(clientIds()),
-    budgets: () => budgetReport(budgets(), store, Date.now()),
+    budgets: () => budgetReport(budgets(), store.operations, Date.now()),
   };
 }
 

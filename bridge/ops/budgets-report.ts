@@ -2,7 +2,7 @@
 // `edge-ai-bridge budgets` print it.
 import type { Budgets } from '../config/budgets.js';
 import { periodAt } from '../intake/budget-period.js';
-import type { Store } from '../store/port.js';
+import type { Operations } from '../store/port.js';
 
 export interface BudgetReport {
   timeZone: string;
@@ -19,7 +19,7 @@ export interface BudgetReport {
   }>;
 }
 
-export async function budgetReport(budgets: Budgets, store: Pick<Store, 'budgetUse'>, now: number): Promise<BudgetReport> {
+export async function budgetReport(budgets: Budgets, store: Pick<Operations, 'budgetUse'>, now: number): Promise<BudgetReport> {
   const periods = budgets.limits.map((l) => ({ limit: l, ...periodAt(l.period, budgets.timeZone, now) }));
   const use = await store.budgetUse(periods.map((p) => ({ budget: p.limit.name, period: p.label })));
   return {

@@ -63,7 +63,7 @@ export async function runDlq(args: string[]): Promise<void> {
     const now = Date.now();
     if (command === 'list') await listDeadLetters(store, limit ?? Infinity, now, json);
     else if (key !== undefined) {
-      const letter = await store.deadLetters.get(key, now);
+      const letter = await store.operations.deadLetters.get(key, now);
       if (!letter) {
         process.stderr.write(`edge-ai-bridge: no dead letter ${key}\n`);
         process.exitCode = 1;
@@ -71,10 +71,10 @@ export async function runDlq(args: string[]): Promise<void> {
       }
       print(JSON.stringify({ ...lineOf(letter), request: letter.job.request }, null, 2));
     } else if (command === 'replay') {
-      const replayed = rest.length > 0 ? await store.deadLetters.replay(rest, config.priorityOffsetsMs, now) : await store.deadLetters.replayAll(config.priorityOffsetsMs, now);
+      const replayed = rest.length > 0 ? await store.operations.deadLetters.replay(rest, config.priorityOffsetsMs, now) : await store.operations.deadLetters.replayAll(config.priorityOffsetsMs, now);
       print(`replayed ${replayed}`);
     } else {
-      print(`purged ${await store.deadLetters.purge()}`);
+      print(`purged ${await store.operations.deadLetters.purge()}`);
     }
   });
 }
@@ -110,7 +110,7 @@ async function listDeadLetters(store: RedisStore, limit: number, now: number, js
   let printed = 0;
   let after: string | undefined;
   do {
-    const page = await store.deadLetters.page(Math.min(LIST_PAGE, limit - printed), after, now);
+    const page = await store.operations.deadLetters.page(Math.min(LIST_PAGE, limit - printed), after, now);
     if (json) for (const letter of page.entries) print(JSON.stringify(lineOf(letter)));
     else if (page.entries.length > 0) {
       const lines = deadLettersTable(page.entries).split('\n');
@@ -132,7 +132,7 @@ export async function runUsage(args: string[]): Promise<void> {
   if (!Number.isInteger(hours) || hours < 1) fail(`usage: hours must be a positive integer (got "${rest[0] ?? ''}")`);
   await withStore(async (store) => {
     const now = Date.now();
-    const report = await store.usage(now - hours * 3_600_000, now);
+    const report = await store.operations.usage(now - hours * 3_600_000, now);
     process.stdout.write(json ? `${JSON.stringify(report, null, 2)}\n` : usageTable(report));
   });
 }
@@ -140,7 +140,7 @@ export async function runUsage(args: string[]): Promise<void> {
 export async function runBudgets(args: string[] = []): Promise<void> {
   const { json } = flags(args);
   await withStore(async (store, config) => {
-    const report = await budgetReport(config.file.budgets, store, Date.now());
+    const report = await budgetReport(config.file.budgets, store.operations, Date.now());
     process.stdout.write(json ? `${JSON.stringify(report, null, 2)}\n` : budgetsTable(report));
   });
 }

@@ -37,7 +37,7 @@ export class LeaseRenewal {
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly store: Store,
+    private readonly store: Pick<Store, 'queue'>,
     private readonly owner: string,
     private readonly leaseMs: number,
     private readonly clock: () => number,
@@ -65,7 +65,7 @@ export class LeaseRenewal {
     }
     const sentAt = performance.now();
     try {
-      const held = await this.store.renew(
+      const held = await this.store.queue.renew(
         this.owner,
         entries.map((e) => e.job.key),
         this.leaseMs,

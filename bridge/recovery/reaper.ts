@@ -12,7 +12,7 @@ import type { ConditionReport } from '../repeating-log.js';
 const REAP_EVERY_MS = 500;
 
 export interface ReaperDeps {
-  store: Store;
+  store: Pick<Store, 'queue'>;
   completion: Completion;
   logger: Logger;
   /** The store out of reach: a reap failing for it is summed up there. */
@@ -41,7 +41,7 @@ export class Reaper {
   private async reap(): Promise<void> {
     const { store, completion, logger, signal, outage } = this.deps;
     try {
-      const exhausted = await store.reap(this.deps.maxAttempts, this.deps.clock());
+      const exhausted = await store.queue.reap(this.deps.maxAttempts, this.deps.clock());
       for (const job of exhausted) {
         const log = lazyChild(logger, { reqId: job.id, deviceId: job.deviceId });
         // Never one with a recorded reply: the reap requeues those for a claim to publish it.

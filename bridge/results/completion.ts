@@ -83,7 +83,7 @@ const GAVE_UP = Symbol('gave up');
 export class Completion {
   constructor(
     private readonly config: CompletionConfig,
-    private readonly store: Store,
+    private readonly store: Pick<Store, 'queue' | 'answers'>,
     private readonly results: Results,
     private readonly clock: () => number,
     /** Usage booked by a completion this module rebuilt from a recorded reply (metrics). */
@@ -92,7 +92,7 @@ export class Completion {
 
   /** A job we hold ended with `reply`: record, publish, complete. */
   async held(job: ClaimedJob, reply: Reply, log: LazyLog, signal: AbortSignal, bookkeeping: Bookkeeping = {}): Promise<void> {
-    const recorded = await this.retrying('the reply', log, signal, () => this.store.recordReply(job, reply, job.owner));
+    const recorded = await this.retrying('the reply', log, signal, () => this.store.queue.recordReply(job, reply, job.owner));
     if (recorded === GAVE_UP || recorded.kind === 'lost') {
       if (recorded !== GAVE_UP) log().warn('lease lost before the reply could be recorded: the job is left to whoever holds it now');
       // No completion follows, so the flight ends here: identical requests lead in turn.
@@ -139,7 +139,7 @@ export class Completion {
     if (bookkeeping.unlead !== undefined) options.unlead = bookkeeping.unlead;
     if (bookkeeping.usage !== undefined) options.usage = bookkeeping.usage;
     if (bookkeeping.spent !== undefined) options.spent = bookkeeping.spent;
-    await this.retrying('the completion', log, signal, () => this.store.complete(job, reply, options, this.clock()));
+    await this.retrying('the completion', log, signal, () => this.store.queue.complete(job, reply, options, this.clock()));
   }
 
   private rebuiltBookkeeping(job: Job, reply: Reply): Bookkeeping {
@@ -154,7 +154,7 @@ export class Completion {
   }
 
   private async unlead(job: Job, bookkeeping: Bookkeeping): Promise<void> {
-    if (bookkeeping.unlead !== undefined) await this.store.unlead(bookkeeping.unlead, job.key).catch(() => undefined);
+    if (bookkeeping.unlead !== undefined) await this.store.answers.unlead(bookkeeping.unlead, job.key).catch(() => undefined);
   }
 
   /** Runs a store step, retried with backoff while the store is `unavailable` and `signal` is not aborted. */

@@ -32,7 +32,7 @@ export interface Running extends HeldLease {
 
 export interface RunDeps {
   config: SchedulerConfig;
-  store: Store;
+  store: Pick<Store, 'answers' | 'limits'>;
   upstream: Upstream;
   /** Record, publish, complete: how every ending becomes the job's one reply. */
   completion: Completion;
@@ -198,7 +198,7 @@ export class JobRunner {
       beforeAttempt: (attempt) => this.beforeAttempt(entry, attempt),
       afterAttempt: (spent) => this.afterAttempt(entry, spent, log),
       onRateLimited: (retryAfterMs) => {
-        store.pauseUpstream(this.deps.clock() + retryAfterMs).catch((err: unknown) => {
+        store.limits.pauseUpstream(this.deps.clock() + retryAfterMs).catch((err: unknown) => {
           log().warn({ err }, 'could not pause the upstream for the fleet');
         });
       },
@@ -213,7 +213,7 @@ export class JobRunner {
     const gone = err instanceof LeaseLost || abort.signal.aborted;
     if (gone && leading && job.cacheKey !== undefined) {
       // No completion follows, so the flight ends here: identical requests lead in turn.
-      await this.deps.store.unlead(job.cacheKey, job.key).catch(() => undefined);
+      await this.deps.store.answers.unlead(job.cacheKey, job.key).catch(() => undefined);
     }
     if (err instanceof LeaseLost) {
       this.callUnused(entry, log);
@@ -254,7 +254,7 @@ export class JobRunner {
     const usage = pricedUsage(entry.job, result.model, result.usage, config.prices, rounds.count === 1);
     rounds.booked(usage);
     observer.usage(usage.model, usage.promptTokens, usage.completionTokens, usage.costUsd, usage.template);
-    await store.recordUsage(usage, clock()).catch((err: unknown) => log().warn({ err }, 'could not record the usage of an answer asked again'));
+    await store.answers.recordUsage(usage, clock()).catch((err: unknown) => log().warn({ err }, 'could not record the usage of an answer asked again'));
     await this.settleAnswered(entry, result.usage.total_tokens, log);
     return rounds.spend(undefined);
   }
@@ -262,7 +262,7 @@ export class JobRunner {
   /** The call's real token count frees TPM budget (never at the cost of the device's answer). */
   private async settleAnswered(entry: Running, tokens: number, log: LazyLog): Promise<void> {
     if (this.deps.config.rateLimitTpm === undefined) return;
-    await this.deps.store.settleTokens(entry.callId, tokens).catch((err: unknown) => {
+    await this.deps.store.limits.settleTokens(entry.callId, tokens).catch((err: unknown) => {
       log().warn({ err }, 'could not settle the call\'s tokens');
     });
   }
@@ -287,7 +287,7 @@ export class JobRunner {
 
   private settleUnused(entry: Running, log: LazyLog): void {
     if (this.deps.config.rateLimitTpm === undefined) return;
-    this.deps.store.settleTokens(entry.callId, 0).catch((err: unknown) => {
+    this.deps.store.limits.settleTokens(entry.callId, 0).catch((err: unknown) => {
       log().warn({ err }, 'could not settle the call\'s tokens');
     });
   }
@@ -308,7 +308,7 @@ export class JobRunner {
     let waited = false;
     for (;;) {
       const now = this.deps.clock();
-      const take = await store.takeRate(job.tokenEstimate, config.rateLimitRpm, config.rateLimitTpm, now);
+      const take = await store.limits.takeRate(job.tokenEstimate, config.rateLimitRpm, config.rateLimitTpm, now);
       if (take.ok) {
         entry.callId = take.callId;
         entry.callUsed = false;

@@ -65,7 +65,7 @@ export class Scheduler implements Dispatch {
 
   constructor(
     private readonly config: SchedulerConfig,
-    private readonly store: Store,
+    private readonly store: Pick<Store, 'queue' | 'limits' | 'answers'>,
     upstream: Upstream,
     results: Results,
     private readonly logger: Logger,
@@ -144,7 +144,7 @@ export class Scheduler implements Dispatch {
       this.jobsAbort = unlimitedAbort();
       await Promise.allSettled(unfinished.map((r) => r.done));
       try {
-        await this.store.release(unfinished.map((r) => r.job), this.clock());
+        await this.store.queue.release(unfinished.map((r) => r.job), this.clock());
       } catch (err) {
         // Their leases run out instead, and another instance (or the next start) reaps them.
         this.logger.warn({ err }, 'could not hand unfinished requests back');
@@ -199,7 +199,7 @@ export class Scheduler implements Dispatch {
   /** Too late to start them: back to the queue, as stop() does with unfinished jobs. */
   private handBack(claimed: ClaimResult): void {
     for (const job of claimed.expired) this.expire(job);
-    this.store.release(claimed.jobs, this.clock()).catch((err: unknown) => {
+    this.store.queue.release(claimed.jobs, this.clock()).catch((err: unknown) => {
       this.logger.warn({ err }, 'could not hand claimed requests back');
     });
   }
@@ -242,7 +242,7 @@ export class Scheduler implements Dispatch {
       this.deadlines.claimStarted(now);
       let claimed: ClaimResult;
       try {
-        claimed = await this.store.claim(this.claimOptions(max), now);
+        claimed = await this.store.queue.claim(this.claimOptions(max), now);
       } finally {
         this.slots.unreserve(max);
       }
@@ -278,7 +278,7 @@ export class Scheduler implements Dispatch {
   /** A claim of no jobs: it only takes the expired ones out of the queue, to be answered. */
   private async sweepExpired(): Promise<void> {
     if (this.stopping) return;
-    const claimed = await this.store.claim(this.claimOptions(0), this.clock());
+    const claimed = await this.store.queue.claim(this.claimOptions(0), this.clock());
     this.outage.ok('expiry sweep');
     for (const job of claimed.expired) this.expire(job);
   }

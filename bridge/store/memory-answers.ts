@@ -6,7 +6,7 @@ import { HOUR_MS, type CachedAnswer, type Lead, type UsageRecord, type UsageRepo
 /** Usage hours are kept about a week, like the Redis store's hourly buckets. */
 const USAGE_KEEP_MS = 8 * 24 * HOUR_MS;
 
-export class MemoryAnswers {
+export class AnswerCache {
   private readonly cache = new Map<string, { answer: CachedAnswer; expiresAt: number }>();
   private readonly flights = new Map<string, { jobKey: string; expiresAt: number }>();
   private readonly usageByHour = new Map<number, UsageReport>();

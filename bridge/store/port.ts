@@ -1,6 +1,7 @@
-// The coordination interface. `memory` serves one instance; `redis` serves a fleet of
-// instances sharing one queue. Intake, scheduler and results only ever see this interface, and
-// one contract suite (test/store/) runs against every implementation.
+// The coordination interface, cut by role (queue and leases; limits and budgets; answers and
+// cache; operations). `memory` serves one instance; `redis` serves a fleet of instances sharing
+// one queue. The stages only ever see these roles, and one contract suite (test/store/) runs
+// against every implementation.
 import type { BudgetCharge } from '../model/budget-charge.js';
 import type { ClaimedJob, ExpiredJob, Job } from '../model/job.js';
 import type { BudgetPeriod, BudgetUse } from './budget-spend.js';
@@ -168,10 +169,11 @@ export interface DeadLetters {
 
 export type QueueDepth = Record<Priority, number>;
 
-export interface Store {
-  /** Whether queued jobs outlive this process (Redis) or die with it (memory). */
-  readonly durable: boolean;
-
+/**
+ * Queue and leases: a request from its admission (with everything that decides it, in one
+ * atomic step) through claims, renewals and its recorded reply to its completion.
+ */
+export interface JobQueue {
   /**
    * Device quota + idempotency record + QUEUE_MAX (and QUEUE_MAX_BYTES) + the job's budget
    * reservations (job.budget, all or none) + enqueue, as one atomic step, in that order: the
@@ -182,36 +184,13 @@ export interface Store {
    * claim took it: an idle instance answers a request with one store call less.
    */
   admit(job: Job, limits: AdmitLimits, now: number, claim?: ClaimOptions): Promise<AdmitResult>;
-
   /**
    * Best jobs by score whose lock is free, each taking one upstream rate token, leased to
    * `owner`. Jobs whose lock is held are parked until the holder finishes.
    */
   claim(options: ClaimOptions, now: number): Promise<ClaimResult>;
-
-  /** One more upstream call's budget (a retry). */
-  takeRate(tokens: number, rpm: number, tpm: number | undefined, now: number): Promise<RateTake>;
-
-  /**
-   * Replaces a call's token estimate with what the upstream reported using, so
-   * RATE_LIMIT_TPM counts real tokens (a no-op once the call has left the window).
-   */
-  settleTokens(callId: string, tokens: number): Promise<void>;
-
-  /** A 429 pauses dispatch to the upstream for every instance until `untilMs`. */
-  pauseUpstream(untilMs: number): Promise<void>;
-
   /** Extends the leases (and their locks) still held by `owner`; false for each lost one. */
   renew(owner: string, keys: string[], leaseMs: number, now: number): Promise<boolean[]>;
-
-  /**
-   * The job ended with `reply`: remember it for IDEMPOTENCY_TTL_S, release its lease and lock
-   * if it holds them, and, when `deadLetter`, keep it on the dead-letter list (within its
-   * bounds, dropping the oldest: DeadLetters). The answer's
-   * bookkeeping (cache entry, end of its coalescing flight, usage) is done in the same step.
-   */
-  complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void>;
-
   /**
    * Records the reply of a job `owner` holds, before it is published, so that whoever takes
    * the job over after a crash publishes this same reply rather than calling the upstream
@@ -224,53 +203,59 @@ export interface Store {
    * requeues the job instead of returning it as exhausted, and complete forgets it.
    */
   recordReply(job: Job, reply: Reply, owner: string): Promise<RecordResult>;
-
+  /**
+   * The job ended with `reply`: remember it for IDEMPOTENCY_TTL_S, release its lease and lock
+   * if it holds them, and, when `deadLetter`, keep it on the dead-letter list (within its
+   * bounds, dropping the oldest: DeadLetters). The answer's
+   * bookkeeping (cache entry, end of its coalescing flight, usage) is done in the same step.
+   */
+  complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void>;
   /** Hands held jobs back to the queue (shutdown); their attempts are unchanged. */
   release(jobs: ClaimedJob[], now: number): Promise<void>;
-
   /**
    * Expired leases back to the queue (attempts + 1) or, past maxAttempts, returned for a final
    * reply. A job with a recorded reply is always requeued: its next claim publishes that reply.
    */
   reap(maxAttempts: number, now: number): Promise<Job[]>;
-
   /** Removes and returns every queued job (memory store at shutdown: they cannot survive). */
   drain(): Promise<Job[]>;
+}
 
-  /** A finished job's reply, to answer a duplicate (also how tests read idempotency records). */
-  storedReply(key: string, now: number): Promise<Reply | undefined>;
-
-  queueDepth(): Promise<QueueDepth>;
-  /** Jobs completed with `deadLetter` (CompleteOptions), bounded and paged. */
-  readonly deadLetters: DeadLetters;
-  /** The stored size of every job admitted and not yet answered, as QUEUE_MAX_BYTES counts it. */
-  queueBytes(): Promise<number>;
-
+/** Limits and budgets every instance shares: device quotas, the upstream's rate, budget reservations. */
+export interface Limits {
   /**
    * Counts a publish refused before admission (invalid, too large) against its device's
    * quota, as admit counts every other one; over the quota, nothing is counted.
    */
   chargeQuota(deviceId: string, rpm: number, now: number): Promise<QuotaCharge>;
+  /** One more upstream call's budget (a retry). */
+  takeRate(tokens: number, rpm: number, tpm: number | undefined, now: number): Promise<RateTake>;
+  /**
+   * Replaces a call's token estimate with what the upstream reported using, so
+   * RATE_LIMIT_TPM counts real tokens (a no-op once the call has left the window).
+   */
+  settleTokens(callId: string, tokens: number): Promise<void>;
+  /** A 429 pauses dispatch to the upstream for every instance until `untilMs`. */
+  pauseUpstream(untilMs: number): Promise<void>;
   /** Ends reservations (admit made them) with what each request really used (0 when it failed); complete() does it for its job. */
   settleBudgets(settled: Array<{ charge: BudgetCharge; used: number }>): Promise<void>;
-  /** What these budgets' periods have used and reserved, per subject. */
-  budgetUse(periods: BudgetPeriod[]): Promise<BudgetUse[]>;
+}
 
-  // --- response cache, coalescing, usage ---------------------------------------------
-
+/** Answers and cache: the reply each request got, the answers identical requests share, usage. */
+export interface Answers {
   /**
    * After admit answered `cached` (and counted the publish against the quota): the
    * idempotency record checked again and the reply recorded as the answer (no queueing).
    */
   admitAnswered(job: Job, reply: Reply, ttlS: number, now: number): Promise<AdmitResult>;
-
+  /** A finished job's reply, to answer a duplicate (also how tests read idempotency records). */
+  storedReply(key: string, now: number): Promise<Reply | undefined>;
   /**
    * The cache entry itself. The request path reads it inside admit and writes it inside
    * complete; these are how tests (and the memory store internally) read and write it.
    */
   cacheGet(cacheKey: string, now: number): Promise<CachedAnswer | undefined>;
   cacheSet(cacheKey: string, answer: CachedAnswer, ttlMs: number, now: number): Promise<void>;
-
   /**
    * Coalescing, one step for any number of jobs (a claim's worth): for each, the cached
    * answer if there is one by now; else makes its job the one calling the upstream for its
@@ -280,12 +265,33 @@ export interface Store {
   lead(flights: FlightClaim[], leaseMs: number, now: number): Promise<Lead[]>;
   /** The leader is done (its answer, if any, is in the cache). */
   unlead(cacheKey: string, jobKey: string): Promise<void>;
-
   /** Adds one answered call to the hour's totals (kept about a week). */
   recordUsage(record: UsageRecord, now: number): Promise<void>;
-  /** Totals of the hours from `fromMs` to `toMs`. */
-  usage(fromMs: number, toMs: number): Promise<UsageReport>;
-
-  close(): Promise<void>;
 }
 
+/** What an operator reads and does: queue depth and bytes, dead letters, usage and budget reports. */
+export interface Operations {
+  queueDepth(): Promise<QueueDepth>;
+  /** The stored size of every job admitted and not yet answered, as QUEUE_MAX_BYTES counts it. */
+  queueBytes(): Promise<number>;
+  /** Jobs completed with `deadLetter` (CompleteOptions), bounded and paged. */
+  readonly deadLetters: DeadLetters;
+  /** Totals of the hours from `fromMs` to `toMs`. */
+  usage(fromMs: number, toMs: number): Promise<UsageReport>;
+  /** What these budgets' periods have used and reserved, per subject. */
+  budgetUse(periods: BudgetPeriod[]): Promise<BudgetUse[]>;
+}
+
+/**
+ * The coordination interface, by role: each part of the bridge is handed the roles it uses.
+ * `memory` serves one instance; `redis` a fleet sharing one queue.
+ */
+export interface Store {
+  /** Whether queued jobs outlive this process (Redis) or die with it (memory). */
+  readonly durable: boolean;
+  readonly queue: JobQueue;
+  readonly limits: Limits;
+  readonly answers: Answers;
+  readonly operations: Operations;
+  close(): Promise<void>;
+}

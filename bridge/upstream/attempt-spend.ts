@@ -1,7 +1,7 @@
 // What one upstream attempt may have cost the upstream's token budget, read from its outcome.
 // The scheduler settles that attempt's reservation in RATE_LIMIT_TPM's window by it, so a
 // request retried over several keys or providers holds only what its attempts may have used.
-import type { Outcome } from './provider.js';
+import type { Outcome } from './outcome.js';
 
 /**
  * - `nothing`: refused before generating (any HTTP error status, a connection that never

@@ -1,6 +1,6 @@
 // What one provider's HTTP attempts came to since they were last taken: the operator
 // dashboard's calls per second, error rate, 429s and latency per provider.
-import type { Outcome } from './provider.js';
+import type { Outcome } from './outcome.js';
 
 export interface AttemptCounts {
   calls: number;

@@ -9,7 +9,8 @@ import { withInlineImage, withOutputFormat } from './body.js';
 import type { UpstreamCall, UpstreamResult } from './call.js';
 import { chainReadyAt, peek, select, selectNow, type Chosen, type Member } from './candidates.js';
 import { blameRefusal, setKeyAside, type RefusalContext } from './key-refusal.js';
-import type { Outcome, Provider } from './provider.js';
+import type { Outcome } from './outcome.js';
+import type { Provider } from './provider.js';
 import { resultOf, type AnswerShape } from './response.js';
 
 /** The chain's settings every call of it follows. */

@@ -7,7 +7,8 @@
 import { BridgeError } from '../../contract/index.js';
 import type { LazyLog } from '../logger.js';
 import { MODELS_FOR_EVIDENCE } from './keys.js';
-import type { Outcome, Provider } from './provider.js';
+import type { Outcome } from './outcome.js';
+import type { Provider } from './provider.js';
 
 /**
  * What a refusal was about: the request (which fails alone, with `error`), or possibly the key

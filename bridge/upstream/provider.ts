@@ -10,8 +10,9 @@ import { parseRetryAfterMs } from './backoff.js';
 import { headerValue } from './header-value.js';
 import { KeyProbe, type KeyVerdict } from './key-probe.js';
 import { KeyRing } from './keys.js';
-import { CHAT_SHAPE, parseAnswer, readError, truncate, type AnswerShape, type Completion } from './response.js';
+import { CHAT_SHAPE, parseAnswer, readError, truncate, type AnswerShape } from './response.js';
 import { StreamReader } from './stream-response.js';
+import type { Outcome } from './outcome.js';
 
 export interface ProviderOptions {
   /** `primary`, `fallback` or a CONFIG_FILE provider name; in logs, replies' metadata and the breaker key. */
@@ -37,29 +38,6 @@ export interface ProviderOptions {
   /** Takes `response_format` json_schema in strict mode; default true (CONFIG_FILE `structuredOutputs`). */
   structuredOutputs?: boolean | undefined;
 }
-
-/** What one HTTP request came to. */
-export type Outcome =
-  | { kind: 'ok'; completion: Completion; ms: number }
-  /**
-   * Retryable and counted: network error, timeout, 5xx, unusable 200. Counts against the breaker.
-   * `unsent`: a network error before any connection (the upstream never saw the request).
-   */
-  | { kind: 'retry'; timeout: boolean; status?: number; unsent?: true; message: string }
-  /** 429: retried without using an attempt; the key cools for retryAfterMs. */
-  | { kind: 'rate_limited'; retryAfterMs: number | undefined; message: string }
-  /** A 429 for an exhausted quota, which no wait clears: the key is set aside. */
-  | { kind: 'bad_key'; status: number; message: string }
-  /** 401/403: about the key or about the request (its model); a probe of the key tells which. */
-  | { kind: 'key_refused'; status: number; message: string }
-  /**
-   * Caused by the request itself: a 400/404/413/422 about it, or a request that cannot be sent
-   * (a header or body undici refuses; no status then). It fails alone: no retry, no other
-   * provider, no breaker event, no key failure.
-   */
-  | { kind: 'invalid'; status?: number; message: string }
-  /** Any other status: the request itself is refused, retrying cannot help. */
-  | { kind: 'fatal'; status: number; message: string };
 
 const DEFAULT_CONNECTIONS = 32;
 const UNDICI_TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);

@@ -118,7 +118,7 @@ describe('usage and cost', () => {
       for (const [device, id] of work) await device.reply(id);
       await sleep(50); // usage is recorded right after the reply
 
-      const report = await h.bridge.store.usage(Date.now() - 60_000, Date.now());
+      const report = await h.bridge.store.operations.usage(Date.now() - 60_000, Date.now());
       const seen = h.upstream.requests.map((r) => ({ body: r.body as { model: string; messages: Array<{ content: string }> } }));
       expect(seen).toHaveLength(5);
       // What the devices were told the upstream used is what the simulator reported.

@@ -134,7 +134,7 @@ describe('embeddings', () => {
     expect(h.upstream.requests.map((r) => (r.body as { model: string }).model).sort()).toEqual(['emb-custom', 'emb-named']);
 
     await sleep(50); // usage is recorded right after the reply
-    const report = await h.bridge.store.usage(Date.now() - 60_000, Date.now());
+    const report = await h.bridge.store.operations.usage(Date.now() - 60_000, Date.now());
     expect(report.byModel['emb-custom']).toMatchObject({ requests: 1, promptTokens: d1?.usage?.prompt_tokens, completionTokens: 0 });
     expect(report.byModel['emb-custom']?.costUsd).toBeCloseTo(((d1?.usage?.prompt_tokens ?? 0) * 1000) / 1e6, 12);
   });

@@ -114,7 +114,7 @@ describe('raw camera images: cache and dead letters', () => {
     h.upstream.script({ status: 500 });
     await cam.client.publishAsync('devices/cam-5/image/normal/any-defect/d1', jpeg(6), { qos: 1 });
     expect((await cam.reply('d1'))[0]).toMatchObject({ ok: false, error: { code: 'upstream_error' } });
-    const [letter] = (await h.bridge.store.deadLetters.page(10, undefined, Date.now())).entries;
+    const [letter] = (await h.bridge.store.operations.deadLetters.page(10, undefined, Date.now())).entries;
     expect(letter?.job.image).toEqual({ mime: 'image/jpeg', sha256: expect.stringMatching(/^[0-9a-f]{64}$/), bytes: 2006 });
     expect(JSON.stringify(letter)).not.toContain(jpeg(6).toString('base64').slice(0, 40));
     // Replayed, it cannot be asked again without its bytes: the camera is told to publish it again.

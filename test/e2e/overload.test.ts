@@ -198,8 +198,8 @@ describe('overload', () => {
 
   it('sheds every priority over MAX_PENDING_ADMISSIONS while the store is slow, and admits again after', async () => {
     const store = new MemoryStore();
-    const admit = store.admit.bind(store);
-    store.admit = async (...args) => {
+    const admit = store.queue.admit.bind(store.queue);
+    store.queue.admit = async (...args) => {
       await sleep(500);
       return admit(...args);
     };

@@ -105,9 +105,9 @@ describe('a fleet of bridge instances on one Redis', () => {
     expect(replies).toHaveLength(10);
     for (const r of replies) expect(r).toMatchObject({ ok: true });
     // The other 6 wait in the shared queue (no error reply, no upstream call).
-    const depth = await one.bridge.store.queueDepth();
+    const depth = await one.bridge.store.operations.queueDepth();
     expect(depth).toEqual({ critical: 0, high: 0, normal: 6, low: 0 });
-    expect(await two.bridge.store.queueDepth()).toEqual(depth);
+    expect(await two.bridge.store.operations.queueDepth()).toEqual(depth);
   });
 
   it('runs one upstream call for the same (deviceId, id) sent to both instances; both connections get the reply', async () => {

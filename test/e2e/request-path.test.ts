@@ -93,9 +93,9 @@ describe.each(BROKER_MODES)('request path (device → %s broker → bridge → u
 describe('dispatch', () => {
   it('claims a request reaching an idle instance in the store call that admits it', async () => {
     const store = new MemoryStore();
-    const admit = store.admit.bind(store);
+    const admit = store.queue.admit.bind(store.queue);
     const claimedAlong: string[][] = [];
-    store.admit = async (...args) => {
+    store.queue.admit = async (...args) => {
       const result = await admit(...args);
       if (result.kind === 'queued') claimedAlong.push((result.along?.claim.jobs ?? []).map((j) => j.id));
       return result;
@@ -138,8 +138,8 @@ describe('slots', () => {
     // Claims whose answer takes 300 ms to come back, as from a distant Redis: an admission
     // arriving meanwhile must not take the slot that claim is about to fill.
     const store = new MemoryStore();
-    const claim = store.claim.bind(store);
-    store.claim = async (...args) => {
+    const claim = store.queue.claim.bind(store.queue);
+    store.queue.claim = async (...args) => {
       const result = await claim(...args);
       if (result.jobs.length > 0) await sleep(300);
       return result;
@@ -171,8 +171,8 @@ describe('acknowledgement', () => {
     // A store whose admission takes 300 ms: an acknowledgement sent before admission would
     // reach the device long before the request is in the queue.
     const store = new MemoryStore();
-    const admit = store.admit.bind(store);
-    store.admit = async (...args) => {
+    const admit = store.queue.admit.bind(store.queue);
+    store.queue.admit = async (...args) => {
       await sleep(300);
       return admit(...args);
     };
@@ -185,7 +185,7 @@ describe('acknowledgement', () => {
         const sentAt = Date.now();
         await device.publish('low', ask(`acked-qos${qos}`), qos);
         expect(Date.now() - sentAt).toBeGreaterThanOrEqual(290);
-        expect((await store.queueDepth()).low).toBe(qos);
+        expect((await store.operations.queueDepth()).low).toBe(qos);
       }
     } finally {
       await slow.close();

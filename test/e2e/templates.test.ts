@@ -72,7 +72,7 @@ describe('prompt templates', () => {
     // priority_route: a low request of the same template goes to the model named for low.
     await d.publish('low', { id: 't2', template: 'defect-check', vars: { part: 'B1', mm: 1, limit: 2 } });
     expect(okOf((await d.reply('t2'))[0]).model).toBe('vision-small');
-    const usage = await h.bridge.store.usage(Date.now() - 60_000, Date.now());
+    const usage = await h.bridge.store.operations.usage(Date.now() - 60_000, Date.now());
     expect(usage.byTemplate['defect-check']?.requests).toBe(2);
     expect(await h.bridge.metrics.registry.getSingleMetricAsString('edge_ai_bridge_template_tokens_total')).toContain(
       'template="defect-check",kind="prompt"',

@@ -127,7 +127,7 @@ describe.each(BROKER_MODES)('typed answers (%s broker)', (mode) => {
     expect(retry.at(-1)?.content).toContain('field "burr_mm": 7.2 is above maximum 5');
     // Dead-lettered as the job completes, just after the reply went out.
     const store = h.bridge.store;
-    const letter = await polled(() => store.deadLetters.get('cam-3/o1', Date.now()));
+    const letter = await polled(() => store.operations.deadLetters.get('cam-3/o1', Date.now()));
     expect(letter?.reply).toMatchObject({ ok: false, error: { code: 'invalid_output', raw: expect.stringContaining('"burr_mm":7.2') } });
   });
 
@@ -141,7 +141,7 @@ describe.each(BROKER_MODES)('typed answers (%s broker)', (mode) => {
     expect(h.upstream.requests).toHaveLength(2);
     const store = h.bridge.store;
     const booked = await polled(async () => {
-      const byTemplate = (await store.usage(Date.now() - 60_000, Date.now() + 60_000)).byTemplate['defect'];
+      const byTemplate = (await store.operations.usage(Date.now() - 60_000, Date.now() + 60_000)).byTemplate['defect'];
       return byTemplate?.requests === 2 ? byTemplate : undefined;
     });
     expect(booked?.requests).toBe(2);
@@ -191,14 +191,14 @@ describe('typed answers on Redis', () => {
     const { budgets } = loadConfig({ ...env, MQTT_PORT: '0', HTTP_PORT: '0' }).file;
     const store = h.bridge.store;
     const fleet = await polled(async () => {
-      const [use] = (await budgetReport(budgets, store, Date.now())).budgets[0]?.use ?? [];
+      const [use] = (await budgetReport(budgets, store.operations, Date.now())).budgets[0]?.use ?? [];
       return use?.reserved === 0 ? use : undefined;
     });
     expect(fleet).toEqual({ subject: '*', used, reserved: 0 });
 
     await d.publish('normal', { id: 'r2', template: 'defect', vars: { part: 'E6', mm: 9, note: 'sim:off-schema=2' } });
     expect(errorOf((await d.reply('r2'))[0]).code).toBe('invalid_output');
-    const letter = await polled(() => store.deadLetters.get('cam-6/r2', Date.now()));
+    const letter = await polled(() => store.operations.deadLetters.get('cam-6/r2', Date.now()));
     expect(letter?.reply).toMatchObject({ error: { code: 'invalid_output', raw: expect.stringContaining('"burr_mm":7.2') } });
   });
 });

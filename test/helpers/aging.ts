@@ -48,7 +48,7 @@ export async function expectLowRunsUnderCriticalFlood(h: Harness, tripMs: number
     lowSentAt = Date.now();
     await asker.publish('low', ask('low-1'));
     [reply] = await asker.reply('low-1', { timeoutMs: 5000 });
-    criticalWaiting = (await h.bridge.store.queueDepth()).critical;
+    criticalWaiting = (await h.bridge.store.operations.queueDepth()).critical;
   } finally {
     flooding = false;
     await flood;

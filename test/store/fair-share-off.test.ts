@@ -40,7 +40,7 @@ describe.each(STORES)('fair share off (%s)', (name, open) => {
       expect(await redis.keys(`{${prefix}}:*:normal*`)).toEqual([]); // no lane, marker or class index
     }
     const order: string[] = [];
-    for (let i = 0; i < 5; i += 1) order.push(...ids((await store.claim(claimOpts({ max: 1 }), t + 10 + i)).jobs));
+    for (let i = 0; i < 5; i += 1) order.push(...ids((await store.queue.claim(claimOpts({ max: 1 }), t + 10 + i)).jobs));
     expect(order).toEqual(['a1', 'a2', 'a3', 'b1', 'b2']);
     await store.close();
   });

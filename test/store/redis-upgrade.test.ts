@@ -59,7 +59,7 @@ describe('redis store: upgrade from 0.6', () => {
       const store = new RedisStore(redis, { prefix });
       expect(await store.upgrade(now)).toBe(jobs.length);
       expect(await redis.exists(...k.legacy)).toBe(0);
-      const claimed = await store.claim(claimOpts({ max: 2000, rpm: 10_000 }), now);
+      const claimed = await store.queue.claim(claimOpts({ max: 2000, rpm: 10_000 }), now);
       expect(claimed.jobs.map((j) => j.key).sort()).toEqual(jobs.map((j) => j.key).sort());
     } finally {
       await deletePrefix(redis, prefix);
@@ -80,14 +80,14 @@ describe('redis store: upgrade from 0.6', () => {
       expect(await store.upgrade(now)).toBe(0); // nothing left: a second start moves nothing
 
       // Still pending: a repeat is a duplicate, not a new job.
-      expect(await store.admit(queued, LIMITS, now)).toEqual({ kind: 'duplicate_pending' });
+      expect(await store.queue.admit(queued, LIMITS, now)).toEqual({ kind: 'duplicate_pending' });
       // The pause and the three calls came along: rpm 3 is spent until the oldest bucket leaves.
-      expect(await store.claim(claimOpts(), now + 1)).toEqual({ jobs: [], expired: [], retryAtMs: now + 5000 });
-      expect(await store.takeRate(10, 3, undefined, now + 6000)).toEqual({ ok: false, retryAtMs: leaves(now - 10_000) });
+      expect(await store.queue.claim(claimOpts(), now + 1)).toEqual({ jobs: [], expired: [], retryAtMs: now + 5000 });
+      expect(await store.limits.takeRate(10, 3, undefined, now + 6000)).toEqual({ ok: false, retryAtMs: leaves(now - 10_000) });
 
       // The running job's lease ran out: it goes back with its attempts and its recorded reply.
-      expect(await store.reap(5, now + 6000)).toEqual([]);
-      const claimed = await store.claim(claimOpts({ max: 10 }), leaves(now - 9_000));
+      expect(await store.queue.reap(5, now + 6000)).toEqual([]);
+      const claimed = await store.queue.claim(claimOpts({ max: 10 }), leaves(now - 9_000));
       expect(ids(claimed.jobs)).toEqual(['waiting', 'running']);
       const [first, second] = claimed.jobs;
       expect(first?.attempts).toBe(0);
@@ -95,9 +95,9 @@ describe('redis store: upgrade from 0.6', () => {
       expect(second?.recordedReply).toMatchObject({ content: 'recorded before the crash' });
 
       if (!first) throw new Error('nothing claimed');
-      await store.complete(first, makeReply(first), { ttlS: 60, deadLetter: false }, leaves(now - 9_000));
-      expect(await store.admit(queued, LIMITS, leaves(now - 9_000) + 1)).toMatchObject({ kind: 'duplicate_done' });
-      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+      await store.queue.complete(first, makeReply(first), { ttlS: 60, deadLetter: false }, leaves(now - 9_000));
+      expect(await store.queue.admit(queued, LIMITS, leaves(now - 9_000) + 1)).toMatchObject({ kind: 'duplicate_done' });
+      expect(await store.operations.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
     } finally {
       await deletePrefix(redis, prefix);
     }
@@ -122,8 +122,8 @@ describe('redis store: upgrade from 0.7', () => {
       expect(Number(await redis.get(k.fence))).toBe(90_000);
 
       const job = makeJob({ deviceId: 'cam-1', id: 'l', priority: 'normal', arrivalMs: now, lock: 'lock-700' });
-      await store.admit(job, LIMITS, now);
-      const [held] = (await store.claim(claimOpts(), now)).jobs;
+      await store.queue.admit(job, LIMITS, now);
+      const [held] = (await store.queue.claim(claimOpts(), now)).jobs;
       expect(held?.fence).toBe(90_001);
     } finally {
       await deletePrefix(redis, prefix);
@@ -145,13 +145,13 @@ describe('redis store: upgrade from 0.7', () => {
       const store = new RedisStore(redis, { prefix, deadLetters: { max: 200, maxBytes: 64 * 1024 * 1024, ttlS: 600 } });
       await store.upgrade(now);
       expect(await redis.exists(k.oldDlq)).toBe(0);
-      expect((await store.deadLetters.stats(now)).count).toBe(200);
-      expect(store.deadLetters.dropped()).toBe(50); // the oldest 50 over DLQ_MAX
-      const first = await store.deadLetters.page(2, undefined, now);
+      expect((await store.operations.deadLetters.stats(now)).count).toBe(200);
+      expect(store.operations.deadLetters.dropped()).toBe(50); // the oldest 50 over DLQ_MAX
+      const first = await store.operations.deadLetters.page(2, undefined, now);
       expect(first.entries.map((d) => d.job.id)).toEqual(['r50', 'r51']);
-      expect(await store.deadLetters.get('cam-1/aged', now)).toBeUndefined();
-      expect(await store.deadLetters.replay(['cam-1/r249'], DEFAULT_PRIORITY_OFFSETS_MS, now)).toBe(1);
-      expect(await store.queueDepth()).toMatchObject({ low: 1 });
+      expect(await store.operations.deadLetters.get('cam-1/aged', now)).toBeUndefined();
+      expect(await store.operations.deadLetters.replay(['cam-1/r249'], DEFAULT_PRIORITY_OFFSETS_MS, now)).toBe(1);
+      expect(await store.operations.queueDepth()).toMatchObject({ low: 1 });
     } finally {
       await deletePrefix(redis, prefix);
     }

@@ -42,13 +42,13 @@ function plan(seed: number, start: number): Step[] {
 async function run(store: Store, steps: Step[]): Promise<Array<RateTake | AdmitResult | null>> {
   const out: Array<RateTake | AdmitResult | null> = [];
   for (const step of steps) {
-    if (step.kind === 'take') out.push(await store.takeRate(step.tokens, 20, 500, step.at));
+    if (step.kind === 'take') out.push(await store.limits.takeRate(step.tokens, 20, 500, step.at));
     else if (step.kind === 'admit') {
       const job = makeJob({ deviceId: step.device, id: `r${step.n}`, priority: 'normal', arrivalMs: step.at });
-      out.push(await store.admit(job, { deviceRpm: 6, queueMax: 100_000 }, step.at));
+      out.push(await store.queue.admit(job, { deviceRpm: 6, queueMax: 100_000 }, step.at));
     } else {
       const earlier = out[step.index];
-      if (earlier && 'ok' in earlier && earlier.ok) await store.settleTokens(earlier.callId, step.tokens);
+      if (earlier && 'ok' in earlier && earlier.ok) await store.limits.settleTokens(earlier.callId, step.tokens);
       out.push(null);
     }
   }

@@ -109,10 +109,10 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
   const recordedThenKilled = async (store: Store, o: Partial<Parameters<typeof makeJob>[0]> = {}): Promise<{ job: Job; reply: Reply }> => {
     const now = Date.now();
     const job = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'normal', arrivalMs: now, ...o });
-    expect(await store.admit(job, LIMITS, now)).toEqual({ kind: 'queued' });
-    const [held] = (await store.claim({ owner: 'dead', max: 1, leaseMs: LEASE_MS, rpm: 1000, tpm: undefined }, now)).jobs;
+    expect(await store.queue.admit(job, LIMITS, now)).toEqual({ kind: 'queued' });
+    const [held] = (await store.queue.claim({ owner: 'dead', max: 1, leaseMs: LEASE_MS, rpm: 1000, tpm: undefined }, now)).jobs;
     const reply = makeReply(job, 'recorded before the kill');
-    expect(await store.recordReply(held as ClaimedJob, reply, 'dead')).toEqual({ kind: 'recorded' });
+    expect(await store.queue.recordReply(held as ClaimedJob, reply, 'dead')).toEqual({ kind: 'recorded' });
     return { job, reply };
   };
 
@@ -120,7 +120,7 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     const store = await open();
     const { job, reply } = await recordedThenKilled(store);
     const later = () => Date.now() + LEASE_MS + 1; // the dead holder's lease has run out
-    expect(await store.reap(CONFIG.maxAttempts, later())).toEqual([]);
+    expect(await store.queue.reap(CONFIG.maxAttempts, later())).toEqual([]);
     const up = fakeUpstream();
     const broker = fakeBroker();
     scheduler(store, up.upstream, broker.results, 'heir', later);
@@ -128,8 +128,8 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     expect(broker.sent[0]).toBe(JSON.stringify(reply));
     expect(up.calls).toEqual([]);
     await sleep(50);
-    expect(await store.storedReply(job.key, later())).toEqual(reply);
-    expect(await store.admit(job, LIMITS, later())).toEqual({ kind: 'duplicate_done', reply });
+    expect(await store.answers.storedReply(job.key, later())).toEqual(reply);
+    expect(await store.queue.admit(job, LIMITS, later())).toEqual({ kind: 'duplicate_done', reply });
   });
 
   it('requeues rather than dead-letters a recorded job out of attempts: the reaper publishes nothing of its own', async () => {
@@ -144,8 +144,8 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     await sleep(50);
     expect(broker.sent).toEqual([JSON.stringify(reply)]);
     expect(up.calls).toEqual([]);
-    expect((await store.deadLetters.page(10, undefined, Date.now())).entries).toEqual([]);
-    expect(await store.storedReply(job.key, later())).toEqual(reply);
+    expect((await store.operations.deadLetters.page(10, undefined, Date.now())).entries).toEqual([]);
+    expect(await store.answers.storedReply(job.key, later())).toEqual(reply);
   });
 
   it('answers a recorded job whose deadline passed in the queue with its reply, not `expired`', async () => {
@@ -153,13 +153,13 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     const now = Date.now();
     const { job, reply } = await recordedThenKilled(store, { deadlineMs: now + 100 });
     const later = () => Date.now() + LEASE_MS + 1;
-    await store.reap(CONFIG.maxAttempts, later());
+    await store.queue.reap(CONFIG.maxAttempts, later());
     const broker = fakeBroker();
     scheduler(store, fakeUpstream().upstream, broker.results, 'heir', later);
     await until(() => broker.sent.length === 1);
     await sleep(50);
     expect(broker.sent).toEqual([JSON.stringify(reply)]);
-    expect(await store.storedReply(job.key, later())).toEqual(reply);
+    expect(await store.answers.storedReply(job.key, later())).toEqual(reply);
   });
 
   it('after a failed publish, the job is answered again with the same reply and no second upstream call', async () => {
@@ -170,20 +170,20 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     const broker = fakeBroker(1);
     const s = scheduler(store, up.upstream, broker.results, 'me', clock);
     const job = makeJob({ deviceId: 'cam-1', id: 'r-2', priority: 'normal', arrivalMs: clock() });
-    expect(await store.admit(job, LIMITS, clock())).toEqual({ kind: 'queued' });
+    expect(await store.queue.admit(job, LIMITS, clock())).toEqual({ kind: 'queued' });
     s.wake();
     await until(() => up.calls.length === 1);
     await sleep(100); // the publish failed: left to the lease
     expect(broker.sent).toEqual([]);
     offset = LEASE_MS + 1;
-    await store.reap(CONFIG.maxAttempts, clock());
+    await store.queue.reap(CONFIG.maxAttempts, clock());
     s.wake();
     await until(() => broker.sent.length === 1);
     await sleep(50);
     expect(up.calls).toEqual(['r-2']);
     const reply = JSON.parse(broker.sent[0] as string) as Reply;
     expect(reply).toMatchObject({ id: 'r-2', ok: true, content: 'fresh answer 1', attempts: 1 });
-    expect(await store.storedReply(job.key, clock())).toEqual(reply);
+    expect(await store.answers.storedReply(job.key, clock())).toEqual(reply);
   });
 
   it('publishes nothing when the lease was lost before the reply could be recorded', async () => {
@@ -198,13 +198,13 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     // One slot: busy with the job, it claims nothing else meanwhile (nor the job once reaped).
     const s = scheduler(store, up.upstream, broker.results, 'slow', clock, { ...CONFIG, maxConcurrency: 1 }, createLogger('info', sink.stream));
     const job = makeJob({ deviceId: 'cam-1', id: 'r-3', priority: 'normal', arrivalMs: clock() });
-    await store.admit(job, LIMITS, clock());
+    await store.queue.admit(job, LIMITS, clock());
     s.wake();
     await until(() => up.calls.length === 1);
     // The call outlives the lease (a stalled process): reaped and taken by another instance.
     offset = LEASE_MS + 1;
-    await store.reap(CONFIG.maxAttempts, clock());
-    const taken = await store.claim({ owner: 'other', max: 1, leaseMs: LEASE_MS, rpm: 1000, tpm: undefined }, clock());
+    await store.queue.reap(CONFIG.maxAttempts, clock());
+    const taken = await store.queue.claim({ owner: 'other', max: 1, leaseMs: LEASE_MS, rpm: 1000, tpm: undefined }, clock());
     expect(taken.jobs.map((j) => j.id)).toEqual(['r-3']);
     open_();
     await until(() => sink.text().includes('lease lost before the reply could be recorded'));
@@ -212,7 +212,7 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     expect(broker.sent).toEqual([]);
     // The holder records its own reply; the stalled one recorded none.
     const theirs = makeReply(job, 'the holder answers');
-    expect(await store.recordReply(taken.jobs[0] as ClaimedJob, theirs, 'other')).toEqual({ kind: 'recorded' });
+    expect(await store.queue.recordReply(taken.jobs[0] as ClaimedJob, theirs, 'other')).toEqual({ kind: 'recorded' });
   });
 });
 

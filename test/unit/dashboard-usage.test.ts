@@ -10,9 +10,9 @@ const NOW = at('2026-12-04T01:00:00Z'); // 10:00 in Tokyo
 async function usageIn(timeZone: string) {
   const store = new MemoryStore();
   const record = { deviceId: 'cam-1', model: 'm', priority: 'normal' as const, promptTokens: 10, completionTokens: 5, costUsd: 0.001 };
-  await store.recordUsage(record, at('2026-12-03T14:30:00Z')); // Tokyo: 23:30 the day before
-  await store.recordUsage(record, at('2026-12-03T15:30:00Z')); // Tokyo: 00:30 today
-  await store.recordUsage(record, at('2026-12-04T00:30:00Z')); // Tokyo: 09:30 today; UTC: 00:30 today
+  await store.answers.recordUsage(record, at('2026-12-03T14:30:00Z')); // Tokyo: 23:30 the day before
+  await store.answers.recordUsage(record, at('2026-12-03T15:30:00Z')); // Tokyo: 00:30 today
+  await store.answers.recordUsage(record, at('2026-12-04T00:30:00Z')); // Tokyo: 09:30 today; UTC: 00:30 today
   const sources = { store, clock: () => NOW, timeZone: () => timeZone, tokenSet: false, loopback: true } as unknown as DashboardApiSources;
   return dashboardApi(sources).usage();
 }

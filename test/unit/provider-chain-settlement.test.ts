@@ -2,7 +2,7 @@
 // it to afterAttempt: the scheduler settles each attempt's RATE_LIMIT_TPM reservation by it.
 import { afterEach, describe, expect, it } from 'vitest';
 import { attemptSpend, neverConnected, type AttemptSpend } from '../../bridge/upstream/attempt-spend.js';
-import type { Outcome } from '../../bridge/upstream/provider.js';
+import type { Outcome } from '../../bridge/upstream/outcome.js';
 import type { UpstreamCall } from '../../bridge/upstream/call.js';
 import { call, chain, closeChainsAndSims, closedPortUrl, failureOf, provider, sim } from '../helpers/provider-chain.js';
 

@@ -41,10 +41,12 @@ async function run(upstream: Upstream): Promise<{ settled: Array<[string, number
   let taken = 1;
   let reply: Reply | undefined;
   const store = {
-    takeRate: () => Promise.resolve({ ok: true, callId: `c${(taken += 1)}` }),
-    settleTokens: (callId: string, tokens: number) => {
-      settled.push([callId, tokens]);
-      return Promise.resolve();
+    limits: {
+      takeRate: () => Promise.resolve({ ok: true, callId: `c${(taken += 1)}` }),
+      settleTokens: (callId: string, tokens: number) => {
+        settled.push([callId, tokens]);
+        return Promise.resolve();
+      },
     },
   };
   const deps = {

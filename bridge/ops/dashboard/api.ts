@@ -14,7 +14,7 @@ export const MAX_DEVICES = 20;
 
 export interface DashboardApiSources {
   dashboard: Dashboard;
-  store: Store;
+  store: Pick<Store, 'operations'>;
   recorder: DashboardRecorder;
   instance: string;
   /** MQTT clients connected to this instance. */
@@ -40,7 +40,7 @@ export function dashboardApi(sources: DashboardApiSources): DashboardApi {
       // "Today" is the budgets' day, so the page's figures and a daily budget's count agree.
       const timeZone = sources.timeZone();
       const midnight = periodAt('day', timeZone, now).startMs;
-      const [today, last24h] = await Promise.all([sources.store.usage(midnight, now), sources.store.usage(now - 24 * HOUR_MS, now)]);
+      const [today, last24h] = await Promise.all([sources.store.operations.usage(midnight, now), sources.store.operations.usage(now - 24 * HOUR_MS, now)]);
       return { timeZone, today, last24h };
     },
     devices: async (query) => {
@@ -49,10 +49,10 @@ export function dashboardApi(sources: DashboardApiSources): DashboardApi {
     },
     deadLetters: async (limit, after) => {
       const now = clock();
-      const [page, { count }] = await Promise.all([sources.store.deadLetters.page(limit, after, now), sources.store.deadLetters.stats(now)]);
+      const [page, { count }] = await Promise.all([sources.store.operations.deadLetters.page(limit, after, now), sources.store.operations.deadLetters.stats(now)]);
       return { ...page, count };
     },
-    deadLetter: (key) => sources.store.deadLetters.get(key, clock()),
+    deadLetter: (key) => sources.store.operations.deadLetters.get(key, clock()),
   };
 }
 

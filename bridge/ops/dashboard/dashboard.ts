@@ -22,7 +22,7 @@ export interface DashboardSources {
   instance: string;
   version: string;
   startedAt: number;
-  store: Store;
+  store: Pick<Store, 'operations'>;
   reports: InstanceReports;
   recorder: DashboardRecorder;
   upstream: Pick<ProviderChain, 'health' | 'takeAttemptStats'>;
@@ -103,8 +103,8 @@ export class Dashboard {
     const ttlMs = tickMs * LIVE_TICKS;
     const [live, depth, deadLetters] = await Promise.all([
       orNull(reports.put(instance, JSON.stringify(report), ttlMs, now).then(() => reports.live(now))),
-      orNull<QueueDepth>(store.queueDepth()),
-      orNull(store.deadLetters.stats(now).then((s) => s.count)),
+      orNull<QueueDepth>(store.operations.queueDepth()),
+      orNull(store.operations.deadLetters.stats(now).then((s) => s.count)),
     ]);
     // Without the store this instance still shows itself.
     const fleet = live === null ? [report] : live.map((text) => JSON.parse(text) as InstanceReport);

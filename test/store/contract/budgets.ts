@@ -25,7 +25,7 @@ let admitted = 0;
 /** A new request of cam-1 carrying `charges`, admitted: undefined when queued, else the refusing charge. */
 async function reserve(store: Store, charges: BudgetCharge[], now: number, deviceId = 'cam-1'): Promise<BudgetCharge | undefined> {
   const job = { ...makeJob({ deviceId, id: `b-${(admitted += 1)}`, priority: 'normal', arrivalMs: now }), budget: charges };
-  const result = await store.admit(job, LIMITS, now);
+  const result = await store.queue.admit(job, LIMITS, now);
   if (result.kind === 'queued') return undefined;
   if (result.kind !== 'budget_exceeded') throw new Error(`expected queued or budget_exceeded, got ${result.kind}`);
   return result.charge;
@@ -40,11 +40,11 @@ export function budgetsContract({ open }: ContractContext): void {
       const fleet = charge({ budget: 'fleet', subject: '*', limit: 1000 });
       expect(await reserve(store, [fleet, charge()], now)).toMatchObject({ budget: 'daily', subject: 'cam-1' });
       // All or none: the fleet budget took nothing from the refused request.
-      expect(await store.budgetUse([{ budget: 'fleet', period: '2026-12-02' }])).toEqual([]);
+      expect(await store.operations.budgetUse([{ budget: 'fleet', period: '2026-12-02' }])).toEqual([]);
       // Another device, and an exempt request, are not refused.
       expect(await reserve(store, [charge({ subject: 'cam-2' })], now, 'cam-2')).toBeUndefined();
       expect(await reserve(store, [charge({ exempt: true })], now)).toBeUndefined();
-      const use = await store.budgetUse([{ budget: 'daily', period: '2026-12-02' }]);
+      const use = await store.operations.budgetUse([{ budget: 'daily', period: '2026-12-02' }]);
       expect(use.sort((a, b) => a.subject.localeCompare(b.subject))).toEqual([
         { budget: 'daily', period: '2026-12-02', subject: 'cam-1', used: 0, reserved: 120 },
         { budget: 'daily', period: '2026-12-02', subject: 'cam-2', used: 0, reserved: 30 },
@@ -58,9 +58,9 @@ export function budgetsContract({ open }: ContractContext): void {
       expect(await reserve(store, [c], now)).toBeUndefined();
       expect(await reserve(store, [c], now)).toBeUndefined();
       expect(await reserve(store, [c], now)).toEqual(c); // 0.8 reserved + 0.4 > 1
-      await store.settleBudgets([{ charge: c, used: 0.05 }]); // answered, cheaper than estimated
-      await store.settleBudgets([{ charge: c, used: 0 }]); // failed: released
-      expect(await store.budgetUse([{ budget: 'daily', period: '2026-12-02' }])).toEqual([
+      await store.limits.settleBudgets([{ charge: c, used: 0.05 }]); // answered, cheaper than estimated
+      await store.limits.settleBudgets([{ charge: c, used: 0 }]); // failed: released
+      expect(await store.operations.budgetUse([{ budget: 'daily', period: '2026-12-02' }])).toEqual([
         { budget: 'daily', period: '2026-12-02', subject: 'cam-1', used: 0.05, reserved: 0 },
       ]);
       expect(await reserve(store, [c], now)).toBeUndefined();
@@ -71,16 +71,16 @@ export function budgetsContract({ open }: ContractContext): void {
       const t = baseTime();
       const c = charge({ budget: 'once', estimate: 30 });
       await admitAll(store, [{ ...makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'normal', arrivalMs: t }), budget: [c] }]);
-      const first = (await store.claim(claimOpts({ leaseMs: 1000, owner: 'worker-1' }), t)).jobs[0] as ClaimedJob;
-      await store.reap(3, t + 2000); // worker-1's lease ran out while it still worked
-      const second = (await store.claim(claimOpts({ leaseMs: 1000, owner: 'worker-2' }), t + 2000)).jobs[0] as ClaimedJob;
+      const first = (await store.queue.claim(claimOpts({ leaseMs: 1000, owner: 'worker-1' }), t)).jobs[0] as ClaimedJob;
+      await store.queue.reap(3, t + 2000); // worker-1's lease ran out while it still worked
+      const second = (await store.queue.claim(claimOpts({ leaseMs: 1000, owner: 'worker-2' }), t + 2000)).jobs[0] as ClaimedJob;
       expect(second.key).toBe(first.key);
       const usage = { deviceId: 'cam-1', model: 'm', priority: 'normal' as const, promptTokens: 7, completionTokens: 5, costUsd: 0 };
       const reply = makeReply(first);
-      await store.complete(first, reply, { ...DONE, usage }, t + 2100);
-      await store.complete(second, reply, { ...DONE, usage }, t + 2200);
-      await store.complete(second, reply, { ...DONE, usage }, t + 2300);
-      expect(await store.budgetUse([{ budget: 'once', period: '2026-12-02' }])).toEqual([
+      await store.queue.complete(first, reply, { ...DONE, usage }, t + 2100);
+      await store.queue.complete(second, reply, { ...DONE, usage }, t + 2200);
+      await store.queue.complete(second, reply, { ...DONE, usage }, t + 2300);
+      expect(await store.operations.budgetUse([{ budget: 'once', period: '2026-12-02' }])).toEqual([
         { budget: 'once', period: '2026-12-02', subject: 'cam-1', used: 12, reserved: 0 },
       ]);
     });
@@ -92,14 +92,14 @@ export function budgetsContract({ open }: ContractContext): void {
       const job = { ...makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'normal', arrivalMs: t }), budget: [c] };
       await admitAll(store, [job]);
       // The budget has room for no second estimate: duplicates are answered all the same.
-      for (let i = 1; i <= 5; i += 1) expect(await store.admit(job, LIMITS, t + i)).toEqual({ kind: 'duplicate_pending' });
-      const held = (await store.claim(claimOpts(), t + 10)).jobs[0] as ClaimedJob;
+      for (let i = 1; i <= 5; i += 1) expect(await store.queue.admit(job, LIMITS, t + i)).toEqual({ kind: 'duplicate_pending' });
+      const held = (await store.queue.claim(claimOpts(), t + 10)).jobs[0] as ClaimedJob;
       const reply = makeReply(held);
       const usage = { deviceId: 'cam-1', model: 'm', priority: 'normal' as const, promptTokens: 20, completionTokens: 15, costUsd: 0 };
-      await store.complete(held, reply, { ...DONE, usage }, t + 20);
+      await store.queue.complete(held, reply, { ...DONE, usage }, t + 20);
       // 35 of 40 used: a new request would be refused, a repeat of the answered one is not.
-      for (let i = 1; i <= 5; i += 1) expect(await store.admit(job, LIMITS, t + 20 + i)).toEqual({ kind: 'duplicate_done', reply });
-      expect(await store.budgetUse([{ budget: 'dup', period: '2026-12-02' }])).toEqual([
+      for (let i = 1; i <= 5; i += 1) expect(await store.queue.admit(job, LIMITS, t + 20 + i)).toEqual({ kind: 'duplicate_done', reply });
+      expect(await store.operations.budgetUse([{ budget: 'dup', period: '2026-12-02' }])).toEqual([
         { budget: 'dup', period: '2026-12-02', subject: 'cam-1', used: 35, reserved: 0 },
       ]);
     });
@@ -111,13 +111,13 @@ export function budgetsContract({ open }: ContractContext): void {
       const first = { ...makeJob({ deviceId: 'cam-1', id: 'f-1', priority: 'normal', arrivalMs: t }), budget: [c] };
       await admitAll(store, [first]);
       const second = { ...makeJob({ deviceId: 'cam-1', id: 'f-2', priority: 'normal', arrivalMs: t + 1 }), budget: [c] };
-      expect(await store.admit(second, LIMITS, t + 1)).toEqual({ kind: 'budget_exceeded', charge: c, inFlight: true });
-      const held = (await store.claim(claimOpts(), t + 2)).jobs[0] as ClaimedJob;
+      expect(await store.queue.admit(second, LIMITS, t + 1)).toEqual({ kind: 'budget_exceeded', charge: c, inFlight: true });
+      const held = (await store.queue.claim(claimOpts(), t + 2)).jobs[0] as ClaimedJob;
       const usage = { deviceId: 'cam-1', model: 'm', priority: 'normal' as const, promptTokens: 30, completionTokens: 20, costUsd: 0 };
-      await store.complete(held, makeReply(held), { ...DONE, usage }, t + 3);
+      await store.queue.complete(held, makeReply(held), { ...DONE, usage }, t + 3);
       // 50 used + 60 > 100, with nothing reserved: the budget itself has no room.
-      expect(await store.admit(second, LIMITS, t + 4)).toEqual({ kind: 'budget_exceeded', charge: c, inFlight: false });
-      expect(await store.storedReply(second.key, t + 5)).toBeUndefined(); // no record: a retry is a new admission
+      expect(await store.queue.admit(second, LIMITS, t + 4)).toEqual({ kind: 'budget_exceeded', charge: c, inFlight: false });
+      expect(await store.answers.storedReply(second.key, t + 5)).toBeUndefined(); // no record: a retry is a new admission
     });
 
     it('reserves nothing for an admission refused by the quota, the queue\'s room or a cached answer', async () => {
@@ -126,12 +126,12 @@ export function budgetsContract({ open }: ContractContext): void {
       const c = charge({ budget: 'none', limit: 1000, estimate: 10 });
       const withBudget = (id: string, deviceId = 'cam-1') => ({ ...makeJob({ deviceId, id, priority: 'normal', arrivalMs: t }), budget: [c] });
       const limits: AdmitLimits = { deviceRpm: 1, queueMax: 1 };
-      expect(await store.admit(withBudget('a'), limits, t)).toEqual({ kind: 'queued' });
-      expect((await store.admit(withBudget('b'), limits, t + 1)).kind).toBe('rate_limited');
-      expect(await store.admit(withBudget('c', 'cam-2'), limits, t + 2)).toEqual({ kind: 'queue_full' });
-      await store.cacheSet('hit', { model: 'm', content: 'x', finish_reason: 'stop' }, 1000, t);
-      expect((await store.admit({ ...withBudget('d', 'cam-3'), cacheKey: 'hit' }, limits, t + 3)).kind).toBe('cached');
-      expect(await store.budgetUse([{ budget: 'none', period: '2026-12-02' }])).toEqual([
+      expect(await store.queue.admit(withBudget('a'), limits, t)).toEqual({ kind: 'queued' });
+      expect((await store.queue.admit(withBudget('b'), limits, t + 1)).kind).toBe('rate_limited');
+      expect(await store.queue.admit(withBudget('c', 'cam-2'), limits, t + 2)).toEqual({ kind: 'queue_full' });
+      await store.answers.cacheSet('hit', { model: 'm', content: 'x', finish_reason: 'stop' }, 1000, t);
+      expect((await store.queue.admit({ ...withBudget('d', 'cam-3'), cacheKey: 'hit' }, limits, t + 3)).kind).toBe('cached');
+      expect(await store.operations.budgetUse([{ budget: 'none', period: '2026-12-02' }])).toEqual([
         { budget: 'none', period: '2026-12-02', subject: 'cam-1', used: 0, reserved: 10 },
       ]);
     });

@@ -90,7 +90,7 @@ export const errorReply = (job: Job, code: 'expired' | 'upstream_error'): Reply 
 export const baseTime = (): number => Math.floor(Date.now() / MINUTE) * MINUTE;
 
 export const leadOneOf = async (store: Store, cacheKey: string, key: string, now: number, leaseMs = LEASE): Promise<Lead | undefined> =>
-  (await store.lead([{ cacheKey, jobKey: key }], leaseMs, now))[0];
+  (await store.answers.lead([{ cacheKey, jobKey: key }], leaseMs, now))[0];
 
 export const claimOpts = (o: Partial<ClaimOptions> = {}): ClaimOptions => ({
   owner: 'worker-1',
@@ -112,7 +112,7 @@ export const sameJob = (actual: Job, expected: Job): void => {
 /** Admits jobs that must all be queued. */
 export const admitAll = async (store: Store, jobs: Job[], now?: number): Promise<void> => {
   for (const job of jobs) {
-    expect(await store.admit(job, LIMITS, now ?? job.arrivalMs)).toEqual({ kind: 'queued' });
+    expect(await store.queue.admit(job, LIMITS, now ?? job.arrivalMs)).toEqual({ kind: 'queued' });
   }
 };
 
@@ -120,7 +120,7 @@ export const admitAll = async (store: Store, jobs: Job[], now?: number): Promise
 export async function admitAndClaim(store: Store, t: number, o: Partial<MakeJobOptions> = {}, owner = 'worker-1'): Promise<{ job: Job; held: ClaimedJob }> {
   const job = makeJob({ deviceId: 'd1', id: 'r-1', priority: 'normal', arrivalMs: t, ...o });
   await admitAll(store, [job]);
-  const { jobs } = await store.claim(claimOpts({ leaseMs: 1000, owner }), t);
+  const { jobs } = await store.queue.claim(claimOpts({ leaseMs: 1000, owner }), t);
   expect(ids(jobs)).toEqual([job.id]);
   expect(jobs[0]?.recordedReply).toBeUndefined();
   return { job, held: jobs[0] as ClaimedJob };
@@ -131,7 +131,7 @@ export async function allDeadLetters(store: Store, now = Date.now()): Promise<De
   const all: DeadLetter[] = [];
   let after: string | undefined;
   do {
-    const page = await store.deadLetters.page(3, after, now);
+    const page = await store.operations.deadLetters.page(3, after, now);
     all.push(...page.entries);
     after = page.next;
   } while (after !== undefined);

@@ -12,9 +12,9 @@ export function locksContract({ open }: ContractContext): void {
       const a = makeJob({ deviceId: 'd1', id: 'a', priority: 'normal', arrivalMs: t, lock: 'x' });
       const b = makeJob({ deviceId: 'd2', id: 'b', priority: 'normal', arrivalMs: t + 1, lock: 'x' });
       await admitAll(store, [a, b]);
-      expect(ids((await store.claim(claimOpts({ max: 2 }), t + 2)).jobs)).toEqual(['a']);
-      expect((await store.claim(claimOpts({ max: 2, owner: 'worker-2' }), t + 3)).jobs).toEqual([]);
-      expect((await store.claim(claimOpts({ max: 2 }), t + 1000)).jobs).toEqual([]);
+      expect(ids((await store.queue.claim(claimOpts({ max: 2 }), t + 2)).jobs)).toEqual(['a']);
+      expect((await store.queue.claim(claimOpts({ max: 2, owner: 'worker-2' }), t + 3)).jobs).toEqual([]);
+      expect((await store.queue.claim(claimOpts({ max: 2 }), t + 1000)).jobs).toEqual([]);
     });
 
     it('parks a job behind a held lock without blocking the jobs behind it', async () => {
@@ -25,11 +25,11 @@ export function locksContract({ open }: ContractContext): void {
       const c = makeJob({ deviceId: 'd3', id: 'c', priority: 'normal', arrivalMs: t + 2 });
       const d = makeJob({ deviceId: 'd4', id: 'd', priority: 'normal', arrivalMs: t + 3, lock: 'y' });
       await admitAll(store, [a, b, c, d]);
-      expect(ids((await store.claim(claimOpts({ max: 3 }), t + 4)).jobs)).toEqual(['a', 'c', 'd']);
-      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 1, low: 0 }); // b, parked
+      expect(ids((await store.queue.claim(claimOpts({ max: 3 }), t + 4)).jobs)).toEqual(['a', 'c', 'd']);
+      expect(await store.operations.queueDepth()).toEqual({ critical: 0, high: 0, normal: 1, low: 0 }); // b, parked
       const e = makeJob({ deviceId: 'd5', id: 'e', priority: 'normal', arrivalMs: t + 5 });
       await admitAll(store, [e]);
-      expect(ids((await store.claim(claimOpts({ max: 3 }), t + 6)).jobs)).toEqual(['e']);
+      expect(ids((await store.queue.claim(claimOpts({ max: 3 }), t + 6)).jobs)).toEqual(['e']);
     });
 
     it('hands the lock to the next parked job when the holder completes, with a higher fence', async () => {
@@ -39,21 +39,21 @@ export function locksContract({ open }: ContractContext): void {
       const b = makeJob({ deviceId: 'd2', id: 'b', priority: 'normal', arrivalMs: t + 1, lock: 'x' });
       const c = makeJob({ deviceId: 'd3', id: 'c', priority: 'normal', arrivalMs: t + 2, lock: 'x' });
       await admitAll(store, [a, b, c]);
-      const [ha] = (await store.claim(claimOpts(), t + 3)).jobs;
+      const [ha] = (await store.queue.claim(claimOpts(), t + 3)).jobs;
       expect(ha?.id).toBe('a');
-      expect((await store.claim(claimOpts(), t + 4)).jobs).toEqual([]);
+      expect((await store.queue.claim(claimOpts(), t + 4)).jobs).toEqual([]);
 
-      await store.complete(ha as ClaimedJob, makeReply(a), DONE, t + 5);
-      const second = await store.claim(claimOpts(), t + 6);
+      await store.queue.complete(ha as ClaimedJob, makeReply(a), DONE, t + 5);
+      const second = await store.queue.claim(claimOpts(), t + 6);
       expect(ids(second.jobs)).toEqual(['b']);
       const hb = second.jobs[0] as ClaimedJob;
       expect(hb.fence).toBeGreaterThan(ha?.fence as number);
 
-      await store.complete(hb, makeReply(b), DONE, t + 7);
-      const third = await store.claim(claimOpts(), t + 8);
+      await store.queue.complete(hb, makeReply(b), DONE, t + 7);
+      const third = await store.queue.claim(claimOpts(), t + 8);
       expect(ids(third.jobs)).toEqual(['c']);
       expect(third.jobs[0]?.fence).toBeGreaterThan(hb.fence as number);
-      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+      expect(await store.operations.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
     });
 
     it('raises a key\'s fence with every grant, whatever other keys are granted between, from one counter for all', async () => {
@@ -64,13 +64,13 @@ export function locksContract({ open }: ContractContext): void {
       const grant = async (lock: string, id: string, at: number): Promise<void> => {
         const job = makeJob({ deviceId: 'd1', id, priority: 'normal', arrivalMs: at, lock });
         await admitAll(store, [job]);
-        const { jobs } = await store.claim(claimOpts(), at);
+        const { jobs } = await store.queue.claim(claimOpts(), at);
         expect(ids(jobs)).toEqual([id]);
         const held = jobs[0] as ClaimedJob;
         expect(Number.isSafeInteger(held.fence)).toBe(true);
         fences[lock]?.push(held.fence as number);
         all.push(held.fence as number);
-        await store.complete(held, makeReply(job), DONE, at);
+        await store.queue.complete(held, makeReply(job), DONE, at);
       };
       await grant('y', 'y1', t);
       await grant('x', 'x1', t + 1);
@@ -92,12 +92,12 @@ export function locksContract({ open }: ContractContext): void {
       const t = baseTime();
       const jobs = Array.from({ length: 200 }, (_, i) => makeJob({ deviceId: 'd1', id: `n${i}`, priority: 'normal', arrivalMs: t + i, lock: `ライン-${i}` }));
       await admitAll(store, jobs);
-      const { jobs: held } = await store.claim(claimOpts({ max: 200, rpm: 1000 }), t + 300);
+      const { jobs: held } = await store.queue.claim(claimOpts({ max: 200, rpm: 1000 }), t + 300);
       expect(held).toHaveLength(200);
-      for (const job of held) await store.complete(job, makeReply(job), DONE, t + 301);
+      for (const job of held) await store.queue.complete(job, makeReply(job), DONE, t + 301);
       const again = makeJob({ deviceId: 'd1', id: 'again', priority: 'normal', arrivalMs: t + 302, lock: 'ライン-0' });
       await admitAll(store, [again]);
-      const [regranted] = (await store.claim(claimOpts(), t + 303)).jobs;
+      const [regranted] = (await store.queue.claim(claimOpts(), t + 303)).jobs;
       expect(regranted?.fence).toBeGreaterThan(Math.max(...held.map((j) => j.fence as number)));
     });
 
@@ -107,13 +107,13 @@ export function locksContract({ open }: ContractContext): void {
       const a = makeJob({ deviceId: 'd1', id: 'a', priority: 'normal', arrivalMs: t, lock: 'x' });
       const b = makeJob({ deviceId: 'd2', id: 'b', priority: 'normal', arrivalMs: t + 1, lock: 'x' });
       await admitAll(store, [a, b]);
-      const [ha] = (await store.claim(claimOpts({ leaseMs: 1000 }), t + 2)).jobs;
+      const [ha] = (await store.queue.claim(claimOpts({ leaseMs: 1000 }), t + 2)).jobs;
       expect(ha?.id).toBe('a');
-      expect((await store.claim(claimOpts(), t + 3)).jobs).toEqual([]);
+      expect((await store.queue.claim(claimOpts(), t + 3)).jobs).toEqual([]);
 
-      const exhausted = await store.reap(1, t + 2 + 1001);
+      const exhausted = await store.queue.reap(1, t + 2 + 1001);
       expect(ids(exhausted)).toEqual(['a']);
-      const { jobs } = await store.claim(claimOpts({ owner: 'worker-2' }), t + 2 + 1002);
+      const { jobs } = await store.queue.claim(claimOpts({ owner: 'worker-2' }), t + 2 + 1002);
       expect(ids(jobs)).toEqual(['b']);
       expect(jobs[0]?.fence).toBeGreaterThan(ha?.fence as number);
     });
@@ -124,14 +124,14 @@ export function locksContract({ open }: ContractContext): void {
       const a = makeJob({ deviceId: 'd1', id: 'a', priority: 'normal', arrivalMs: t, lock: 'x' });
       const b = makeJob({ deviceId: 'd2', id: 'b', priority: 'normal', arrivalMs: t + 1, lock: 'x' });
       await admitAll(store, [a, b]);
-      const [ha] = (await store.claim(claimOpts({ leaseMs: 1000 }), t + 2)).jobs;
-      expect(await store.reap(3, t + 2 + 1001)).toEqual([]);
-      const again = await store.claim(claimOpts({ owner: 'worker-2' }), t + 2 + 1002);
+      const [ha] = (await store.queue.claim(claimOpts({ leaseMs: 1000 }), t + 2)).jobs;
+      expect(await store.queue.reap(3, t + 2 + 1001)).toEqual([]);
+      const again = await store.queue.claim(claimOpts({ owner: 'worker-2' }), t + 2 + 1002);
       expect(ids(again.jobs)).toEqual(['a']);
       expect(again.jobs[0]?.attempts).toBe(1);
       expect(again.jobs[0]?.fence).toBeGreaterThan(ha?.fence as number);
-      await store.complete(again.jobs[0] as ClaimedJob, makeReply(a), DONE, t + 3000);
-      const last = await store.claim(claimOpts(), t + 3001);
+      await store.queue.complete(again.jobs[0] as ClaimedJob, makeReply(a), DONE, t + 3000);
+      const last = await store.queue.claim(claimOpts(), t + 3001);
       expect(ids(last.jobs)).toEqual(['b']);
       expect(last.jobs[0]?.fence).toBeGreaterThan(again.jobs[0]?.fence as number);
     });
@@ -142,9 +142,9 @@ export function locksContract({ open }: ContractContext): void {
       const a = makeJob({ deviceId: 'd1', id: 'a', priority: 'normal', arrivalMs: t, lock: 'x' });
       const b = makeJob({ deviceId: 'd2', id: 'b', priority: 'normal', arrivalMs: t + 1, lock: 'x' });
       await admitAll(store, [a, b]);
-      const [ha] = (await store.claim(claimOpts({ leaseMs: 1000 }), t + 2)).jobs;
+      const [ha] = (await store.queue.claim(claimOpts({ leaseMs: 1000 }), t + 2)).jobs;
       expect(ha?.id).toBe('a');
-      expect((await store.claim(claimOpts(), t + 3)).jobs).toEqual([]); // b parked behind a
+      expect((await store.queue.claim(claimOpts(), t + 3)).jobs).toEqual([]); // b parked behind a
       const c = makeJob({ deviceId: 'd3', id: 'c', priority: 'normal', arrivalMs: t + 4, lock: 'x' });
       await admitAll(store, [c]);
 
@@ -152,19 +152,19 @@ export function locksContract({ open }: ContractContext): void {
       let now = t + 2000;
       const granted: ClaimedJob[] = [ha as ClaimedJob];
       for (let round = 0; round < 8; round += 1) {
-        const { jobs } = await store.claim(claimOpts({ max: 10 }), now);
+        const { jobs } = await store.queue.claim(claimOpts({ max: 10 }), now);
         expect(jobs.length).toBeLessThanOrEqual(1); // one holder of x at a time
         for (const held of jobs) {
           granted.push(held);
-          await store.complete(held, makeReply(held), DONE, now);
+          await store.queue.complete(held, makeReply(held), DONE, now);
         }
-        await store.reap(3, now);
+        await store.queue.reap(3, now);
         now += 1;
       }
       expect(granted.slice(1).map((j) => j.id).sort()).toEqual(['a', 'b', 'c']);
       const fences = granted.map((j) => j.fence as number);
       for (let i = 1; i < fences.length; i += 1) expect(fences[i]).toBeGreaterThan(fences[i - 1] as number);
-      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+      expect(await store.operations.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
     });
   });
 }

@@ -25,7 +25,7 @@ export function claimOrderContract({ open }: ContractContext): void {
         t + 3,
       );
       const order: string[] = [];
-      for (let i = 0; i < 4; i += 1) order.push(...ids((await store.claim(claimOpts({ max: 1 }), t + 10 + i)).jobs));
+      for (let i = 0; i < 4; i += 1) order.push(...ids((await store.queue.claim(claimOpts({ max: 1 }), t + 10 + i)).jobs));
       expect(order).toEqual(['c', 'h', 'n', 'l']);
     });
 
@@ -40,8 +40,8 @@ export function claimOrderContract({ open }: ContractContext): void {
         makeJob({ deviceId: 'b', id: 'b', priority: 'high', arrivalMs: t + 3000 }), // same score t+5000
       ];
       await admitAll(store, jobs, t);
-      const first = await store.claim(claimOpts({ max: 2 }), t + 1);
-      const rest = await store.claim(claimOpts({ max: 10 }), t + 2);
+      const first = await store.queue.claim(claimOpts({ max: 2 }), t + 1);
+      const rest = await store.queue.claim(claimOpts({ max: 10 }), t + 2);
       expect([...ids(first.jobs), ...ids(rest.jobs)]).toEqual(['z', 'a', 'm', 'b']);
     });
 
@@ -55,10 +55,10 @@ export function claimOrderContract({ open }: ContractContext): void {
       const highLater = makeJob({ deviceId: 'd-h', id: 'high-13001', priority: 'high', arrivalMs: t + 13_001 }); // t+15001
       // All admitted at once, latest first, so only the score can explain the order.
       for (const job of [critLater, highLater, critWithin, low, critEarlier]) {
-        expect(await store.admit(job, LIMITS, t + 15_001)).toEqual({ kind: 'queued' });
+        expect(await store.queue.admit(job, LIMITS, t + 15_001)).toEqual({ kind: 'queued' });
       }
       const order: string[] = [];
-      for (let i = 0; i < 5; i += 1) order.push(...ids((await store.claim(claimOpts({ max: 1 }), t + 20_000 + i)).jobs));
+      for (let i = 0; i < 5; i += 1) order.push(...ids((await store.queue.claim(claimOpts({ max: 1 }), t + 20_000 + i)).jobs));
       expect(order).toEqual(['crit-earlier', 'crit-14999', 'low', 'crit-15001', 'high-13001']);
     });
 
@@ -68,7 +68,7 @@ export function claimOrderContract({ open }: ContractContext): void {
       const low = makeJob({ deviceId: 'd1', id: 'low', priority: 'low', arrivalMs: t, offsetMs: 100 });
       const crit = makeJob({ deviceId: 'd2', id: 'crit', priority: 'critical', arrivalMs: t + 101, offsetMs: 0 });
       await admitAll(store, [crit, low], t + 101);
-      expect(ids((await store.claim(claimOpts(), t + 200)).jobs)).toEqual(['low', 'crit']);
+      expect(ids((await store.queue.claim(claimOpts(), t + 200)).jobs)).toEqual(['low', 'crit']);
     });
 
     it('returns at most max jobs per claim, and many at once when they are ready', async () => {
@@ -76,11 +76,11 @@ export function claimOrderContract({ open }: ContractContext): void {
       const t = baseTime();
       const jobs = Array.from({ length: 7 }, (_, i) => makeJob({ deviceId: `d${i}`, id: `r${i}`, priority: 'normal', arrivalMs: t + i }));
       await admitAll(store, jobs);
-      const first = await store.claim(claimOpts({ max: 2 }), t + 10);
+      const first = await store.queue.claim(claimOpts({ max: 2 }), t + 10);
       expect(ids(first.jobs)).toEqual(['r0', 'r1']);
-      const second = await store.claim(claimOpts({ max: 100 }), t + 11);
+      const second = await store.queue.claim(claimOpts({ max: 100 }), t + 11);
       expect(ids(second.jobs)).toEqual(['r2', 'r3', 'r4', 'r5', 'r6']);
-      const third = await store.claim(claimOpts({ max: 100 }), t + 12);
+      const third = await store.queue.claim(claimOpts({ max: 100 }), t + 12);
       expect(third).toEqual({ jobs: [], expired: [], retryAtMs: undefined });
     });
 
@@ -90,7 +90,7 @@ export function claimOrderContract({ open }: ContractContext): void {
       const job = makeJob({ deviceId: 'cam-1', id: 'r-1', priority: 'high', arrivalMs: t, deadlineMs: t + 9000, tokenEstimate: 77 });
       const locked = makeJob({ deviceId: 'cam-1', id: 'r-2', priority: 'high', arrivalMs: t + 1, lock: 'line-3/arm' });
       await admitAll(store, [job, locked]);
-      const { jobs } = await store.claim(claimOpts({ owner: 'instance-a:1' }), t + 2);
+      const { jobs } = await store.queue.claim(claimOpts({ owner: 'instance-a:1' }), t + 2);
       expect(jobs).toHaveLength(2);
       sameJob(jobs[0] as Job, job);
       sameJob(jobs[1] as Job, locked);
@@ -107,22 +107,22 @@ export function claimOrderContract({ open }: ContractContext): void {
       const big = makeJob({ deviceId: 'd1', id: 'big', priority: 'high', arrivalMs: t, tokenEstimate: 900 });
       const next = makeJob({ deviceId: 'd1', id: 'next', priority: 'high', arrivalMs: t + 1, tokenEstimate: 500 });
       await admitAll(store, [big, next]);
-      const first = await store.claim(claimOpts({ tpm: 1000 }), t + 2);
+      const first = await store.queue.claim(claimOpts({ tpm: 1000 }), t + 2);
       expect(ids(first.jobs)).toEqual(['big']); // 900 + 500 > 1000
       // The upstream used far less than estimated: the rest of the budget opens up.
-      await store.settleTokens((first.jobs[0] as ClaimedJob).callId, 100);
-      expect(ids((await store.claim(claimOpts({ tpm: 1000 }), t + 3)).jobs)).toEqual(['next']);
+      await store.limits.settleTokens((first.jobs[0] as ClaimedJob).callId, 100);
+      expect(ids((await store.queue.claim(claimOpts({ tpm: 1000 }), t + 3)).jobs)).toEqual(['next']);
       // And a call that used more than estimated takes more budget.
-      const take = await store.takeRate(10, 100, 1000, t + 4);
+      const take = await store.limits.takeRate(10, 100, 1000, t + 4);
       if (!take.ok) throw new Error('expected budget');
-      await store.settleTokens(take.callId, 450);
-      expect((await store.takeRate(10, 100, 1000, t + 5)).ok).toBe(false); // 100 + 500 + 450 + 10 > 1000
+      await store.limits.settleTokens(take.callId, 450);
+      expect((await store.limits.takeRate(10, 100, 1000, t + 5)).ok).toBe(false); // 100 + 500 + 450 + 10 > 1000
       // Settling a call that left the window changes nothing: the budget counts only the
       // calls still in it (here one of 900 tokens, taken after the others left).
       const later = leaves(t + 4);
-      expect((await store.takeRate(900, 100, 1000, later)).ok).toBe(true);
-      await store.settleTokens(take.callId, 0);
-      expect((await store.takeRate(200, 100, 1000, later + 1)).ok).toBe(false); // 900 + 200 > 1000
+      expect((await store.limits.takeRate(900, 100, 1000, later)).ok).toBe(true);
+      await store.limits.settleTokens(take.callId, 0);
+      expect((await store.limits.takeRate(200, 100, 1000, later + 1)).ok).toBe(false); // 900 + 200 > 1000
     });
   });
 }
@@ -137,13 +137,13 @@ export function expiryContract({ open }: ContractContext): void {
       const plain = makeJob({ deviceId: 'd3', id: 'plain', priority: 'normal', arrivalMs: t + 2 });
       await admitAll(store, [dead, alive, plain]);
       // rpm 2: the expired job takes no rate token.
-      const result = await store.claim(claimOpts({ rpm: 2 }), t + 1000);
+      const result = await store.queue.claim(claimOpts({ rpm: 2 }), t + 1000);
       expect(ids(result.expired)).toEqual(['dead']);
       sameJob(result.expired[0] as Job, dead);
       expect(ids(result.jobs)).toEqual(['alive', 'plain']);
-      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
-      expect(await store.claim(claimOpts(), t + 1001)).toEqual({ jobs: [], expired: [], retryAtMs: undefined });
-      expect(await store.admit(dead, LIMITS, t + 1002)).toEqual({ kind: 'duplicate_pending' });
+      expect(await store.operations.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+      expect(await store.queue.claim(claimOpts(), t + 1001)).toEqual({ jobs: [], expired: [], retryAtMs: undefined });
+      expect(await store.queue.admit(dead, LIMITS, t + 1002)).toEqual({ kind: 'duplicate_pending' });
     });
 
     it('takes out every waiting job whose deadline passed, behind others or a lock, in a claim of none while paused', async () => {
@@ -151,18 +151,18 @@ export function expiryContract({ open }: ContractContext): void {
       const t = baseTime();
       const holder = makeJob({ deviceId: 'd1', id: 'holder', priority: 'critical', arrivalMs: t, lock: 'line' });
       await admitAll(store, [holder]);
-      expect(ids((await store.claim(claimOpts({ max: 1 }), t + 1)).jobs)).toEqual(['holder']);
+      expect(ids((await store.queue.claim(claimOpts({ max: 1 }), t + 1)).jobs)).toEqual(['holder']);
       const parked = makeJob({ deviceId: 'd2', id: 'parked', priority: 'critical', arrivalMs: t + 2, lock: 'line', deadlineMs: t + 500 });
       const head = makeJob({ deviceId: 'd3', id: 'head', priority: 'high', arrivalMs: t + 3 });
       const front = makeJob({ deviceId: 'd4', id: 'front', priority: 'normal', arrivalMs: t + 4 });
       const behind = makeJob({ deviceId: 'd5', id: 'behind', priority: 'low', arrivalMs: t + 5, deadlineMs: t + 500 });
       await admitAll(store, [parked, head, front, behind]);
-      expect(ids((await store.claim(claimOpts({ max: 1 }), t + 10)).jobs)).toEqual(['head']); // parked behind the lock
-      await store.pauseUpstream(t + 10_000);
-      const swept = await store.claim(claimOpts({ max: 0 }), t + 500);
+      expect(ids((await store.queue.claim(claimOpts({ max: 1 }), t + 10)).jobs)).toEqual(['head']); // parked behind the lock
+      await store.limits.pauseUpstream(t + 10_000);
+      const swept = await store.queue.claim(claimOpts({ max: 0 }), t + 500);
       expect(ids(swept.expired).sort()).toEqual(['behind', 'parked']);
       expect(swept.jobs).toEqual([]);
-      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 1, low: 0 });
+      expect(await store.operations.queueDepth()).toEqual({ critical: 0, high: 0, normal: 1, low: 0 });
     });
 
     it('stores the reply of a completed expired job for its duplicates', async () => {
@@ -170,12 +170,12 @@ export function expiryContract({ open }: ContractContext): void {
       const t = baseTime();
       const job = makeJob({ deviceId: 'd1', id: 'r-1', priority: 'low', arrivalMs: t, deadlineMs: t + 500 });
       await admitAll(store, [job]);
-      const { expired } = await store.claim(claimOpts(), t + 600);
+      const { expired } = await store.queue.claim(claimOpts(), t + 600);
       expect(ids(expired)).toEqual(['r-1']);
       const reply = errorReply(job, 'expired');
-      await store.complete(expired[0] as Job, reply, DONE, t + 601);
-      expect(await store.admit(job, LIMITS, t + 700)).toEqual({ kind: 'duplicate_done', reply });
-      expect(await store.storedReply(job.key, t + 700)).toEqual(reply);
+      await store.queue.complete(expired[0] as Job, reply, DONE, t + 601);
+      expect(await store.queue.admit(job, LIMITS, t + 700)).toEqual({ kind: 'duplicate_done', reply });
+      expect(await store.answers.storedReply(job.key, t + 700)).toEqual(reply);
       expect(await allDeadLetters(store)).toEqual([]);
     });
   });
@@ -186,7 +186,7 @@ export function drainContract({ open, durable }: ContractContext): void {
     it('counts queue depth per priority, queued and parked, not claimed', async () => {
       const store = await open();
       const t = baseTime();
-      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+      expect(await store.operations.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
       const spec: [Priority, number][] = [
         ['critical', 1],
         ['high', 2],
@@ -199,13 +199,13 @@ export function drainContract({ open, durable }: ContractContext): void {
           n += 1;
         }
       }
-      expect(await store.queueDepth()).toEqual({ critical: 1, high: 2, normal: 0, low: 3 });
+      expect(await store.operations.queueDepth()).toEqual({ critical: 1, high: 2, normal: 0, low: 3 });
       const a = makeJob({ deviceId: 'dx', id: 'a', priority: 'normal', arrivalMs: t - 10_000, lock: 'x' });
       const b = makeJob({ deviceId: 'dy', id: 'b', priority: 'normal', arrivalMs: t - 9_000, lock: 'x' });
       await admitAll(store, [a, b], t + 100);
-      expect(ids((await store.claim(claimOpts({ max: 1 }), t + 101)).jobs)).toEqual(['a']);
+      expect(ids((await store.queue.claim(claimOpts({ max: 1 }), t + 101)).jobs)).toEqual(['a']);
       // b (queued or parked) counts; a, claimed, does not.
-      expect(await store.queueDepth()).toEqual({ critical: 1, high: 2, normal: 1, low: 3 });
+      expect(await store.operations.queueDepth()).toEqual({ critical: 1, high: 2, normal: 1, low: 3 });
     });
 
     it('drains every queued and parked job and leaves the queue empty', async () => {
@@ -216,16 +216,16 @@ export function drainContract({ open, durable }: ContractContext): void {
       const c = makeJob({ deviceId: 'd3', id: 'c', priority: 'low', arrivalMs: t + 2 });
       const d = makeJob({ deviceId: 'd4', id: 'd', priority: 'critical', arrivalMs: t + 3 });
       await admitAll(store, [a, b]);
-      expect(ids((await store.claim(claimOpts({ max: 1 }), t + 2)).jobs)).toEqual(['b']);
-      expect((await store.claim(claimOpts({ max: 5 }), t + 2)).jobs).toEqual([]); // a parked behind b
+      expect(ids((await store.queue.claim(claimOpts({ max: 1 }), t + 2)).jobs)).toEqual(['b']);
+      expect((await store.queue.claim(claimOpts({ max: 5 }), t + 2)).jobs).toEqual([]); // a parked behind b
       await admitAll(store, [c, d]);
 
-      const drained = await store.drain();
+      const drained = await store.queue.drain();
       expect(ids(drained).sort()).toEqual(['a', 'c', 'd']);
       for (const job of drained) sameJob(job, ({ a, c, d } as Record<string, Job>)[job.id] as Job);
-      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
-      expect(await store.drain()).toEqual([]);
-      expect(await store.claim(claimOpts(), t + 4)).toEqual({ jobs: [], expired: [], retryAtMs: undefined });
+      expect(await store.operations.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+      expect(await store.queue.drain()).toEqual([]);
+      expect(await store.queue.claim(claimOpts(), t + 4)).toEqual({ jobs: [], expired: [], retryAtMs: undefined });
     });
 
     it('reports whether it is durable', async () => {
@@ -245,11 +245,11 @@ export function concurrencyContract({ open }: ContractContext): void {
         makeJob({ deviceId: `dev-${i % 50}`, id: `j-${i}`, priority: PRIORITIES[i % 4] as Priority, arrivalMs: t + i }),
       );
       const limits = { deviceRpm: total, queueMax: total };
-      await Promise.all(jobs.map((job) => store.admit(job, limits, t + total)));
+      await Promise.all(jobs.map((job) => store.queue.admit(job, limits, t + total)));
       const claimedBy = new Map<string, string[]>();
       const claimer = async (owner: string): Promise<void> => {
         for (;;) {
-          const { jobs: got } = await store.claim(claimOpts({ owner, max: 7 }), t + total);
+          const { jobs: got } = await store.queue.claim(claimOpts({ owner, max: 7 }), t + total);
           if (got.length === 0) return;
           for (const job of got) claimedBy.set(job.key, [...(claimedBy.get(job.key) ?? []), owner]);
         }
@@ -258,7 +258,7 @@ export function concurrencyContract({ open }: ContractContext): void {
       expect(claimedBy.size).toBe(total);
       expect([...claimedBy.values()].filter((owners) => owners.length !== 1)).toEqual([]);
       expect(new Set([...claimedBy.values()].map((o) => o[0])).size).toBeGreaterThan(1);
-      expect(await store.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
+      expect(await store.operations.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
     });
   });
 }
@@ -280,19 +280,19 @@ export function queueBytesContract({ open }: ContractContext): void {
       const a = imaged('a', t);
       const b = imaged('b', t + 1);
       const limits = { ...LIMITS, queueMaxBytes: storedSize(a) + storedSize(b) - 1 };
-      expect(await store.admit(a, limits, t)).toEqual({ kind: 'queued' });
-      expect(await store.queueBytes()).toBe(storedSize(a));
-      expect(await store.admit(b, limits, t + 1)).toEqual({ kind: 'queue_full' });
-      const held = (await store.claim(claimOpts(), t + 2)).jobs[0] as ClaimedJob;
+      expect(await store.queue.admit(a, limits, t)).toEqual({ kind: 'queued' });
+      expect(await store.operations.queueBytes()).toBe(storedSize(a));
+      expect(await store.queue.admit(b, limits, t + 1)).toEqual({ kind: 'queue_full' });
+      const held = (await store.queue.claim(claimOpts(), t + 2)).jobs[0] as ClaimedJob;
       sameJob(held, a); // the image's bytes come back with the claim
-      expect(await store.queueBytes()).toBe(storedSize(a)); // held, not yet answered
-      expect(await store.admit(b, limits, t + 3)).toEqual({ kind: 'queue_full' });
-      await store.complete(held, errorReply(held, 'upstream_error'), DONE, t + 4);
-      expect(await store.queueBytes()).toBe(0);
-      expect(await store.admit(b, limits, t + 5)).toEqual({ kind: 'queued' });
+      expect(await store.operations.queueBytes()).toBe(storedSize(a)); // held, not yet answered
+      expect(await store.queue.admit(b, limits, t + 3)).toEqual({ kind: 'queue_full' });
+      await store.queue.complete(held, errorReply(held, 'upstream_error'), DONE, t + 4);
+      expect(await store.operations.queueBytes()).toBe(0);
+      expect(await store.queue.admit(b, limits, t + 5)).toEqual({ kind: 'queued' });
       // Claimed along an admission, the image's bytes come back too.
       const c = imaged('c', t + 6, 'b');
-      const along = await store.admit(c, LIMITS, t + 6, claimOpts({ max: 2 }));
+      const along = await store.queue.admit(c, LIMITS, t + 6, claimOpts({ max: 2 }));
       if (along.kind !== 'queued' || !along.along) throw new Error('expected queued with a claim');
       expect(along.along.claim.jobs.map((j) => j.image?.base64)).toEqual([b.image?.base64, c.image?.base64]);
     });
@@ -303,35 +303,35 @@ export function queueBytesContract({ open }: ContractContext): void {
       const [j1, j2, j3, j4] = [imaged('j1', t), imaged('j2', t + 1, 'j2', { deadlineMs: t + 50 }), imaged('j3', t + 2), imaged('j4', t + 3)] as [Job, Job, Job, Job];
       await admitAll(store, [j1, j2, j3, j4]);
       const all = storedSize(j1) + storedSize(j2) + storedSize(j3) + storedSize(j4);
-      expect(await store.queueBytes()).toBe(all);
-      const first = (await store.claim(claimOpts({ max: 1, leaseMs: 1000 }), t + 10)).jobs;
+      expect(await store.operations.queueBytes()).toBe(all);
+      const first = (await store.queue.claim(claimOpts({ max: 1, leaseMs: 1000 }), t + 10)).jobs;
       expect(ids(first)).toEqual(['j1']);
-      await store.release(first as ClaimedJob[], t + 11);
-      expect(await store.queueBytes()).toBe(all);
+      await store.queue.release(first as ClaimedJob[], t + 11);
+      expect(await store.operations.queueBytes()).toBe(all);
       // j2's deadline passed: handed out for its last reply, it no longer counts.
-      const second = await store.claim(claimOpts({ max: 1, leaseMs: 1000 }), t + 100);
+      const second = await store.queue.claim(claimOpts({ max: 1, leaseMs: 1000 }), t + 100);
       expect(ids(second.expired)).toEqual(['j2']);
       expect(ids(second.jobs)).toEqual(['j1']);
-      expect(await store.queueBytes()).toBe(all - storedSize(j2));
-      await store.complete(second.expired[0] as Job, errorReply(j2, 'expired'), DONE, t + 101);
-      expect(await store.queueBytes()).toBe(all - storedSize(j2));
+      expect(await store.operations.queueBytes()).toBe(all - storedSize(j2));
+      await store.queue.complete(second.expired[0] as Job, errorReply(j2, 'expired'), DONE, t + 101);
+      expect(await store.operations.queueBytes()).toBe(all - storedSize(j2));
       // j1's lease ran out on its last attempt: handed out too.
-      expect(ids(await store.reap(1, t + 2000))).toEqual(['j1']);
-      expect(await store.queueBytes()).toBe(storedSize(j3) + storedSize(j4));
-      await store.complete(second.jobs[0] as ClaimedJob, errorReply(j1, 'upstream_error'), DONE, t + 2001);
+      expect(ids(await store.queue.reap(1, t + 2000))).toEqual(['j1']);
+      expect(await store.operations.queueBytes()).toBe(storedSize(j3) + storedSize(j4));
+      await store.queue.complete(second.jobs[0] as ClaimedJob, errorReply(j1, 'upstream_error'), DONE, t + 2001);
       // j3 answered as a dead letter, then replayed: the operator's replay is not counted, before or after.
-      const third = (await store.claim(claimOpts({ max: 1 }), t + 2002)).jobs[0] as ClaimedJob;
-      await store.complete(third, errorReply(third, 'upstream_error'), { ...DONE, deadLetter: true }, t + 2003);
-      expect(await store.queueBytes()).toBe(storedSize(j4));
-      expect(await store.deadLetters.replayAll(DEFAULT_PRIORITY_OFFSETS_MS, t + 2004)).toBe(1);
-      expect(await store.queueBytes()).toBe(storedSize(j4));
-      const last = (await store.claim(claimOpts({ max: 2 }), t + 2005)).jobs;
+      const third = (await store.queue.claim(claimOpts({ max: 1 }), t + 2002)).jobs[0] as ClaimedJob;
+      await store.queue.complete(third, errorReply(third, 'upstream_error'), { ...DONE, deadLetter: true }, t + 2003);
+      expect(await store.operations.queueBytes()).toBe(storedSize(j4));
+      expect(await store.operations.deadLetters.replayAll(DEFAULT_PRIORITY_OFFSETS_MS, t + 2004)).toBe(1);
+      expect(await store.operations.queueBytes()).toBe(storedSize(j4));
+      const last = (await store.queue.claim(claimOpts({ max: 2 }), t + 2005)).jobs;
       expect(ids(last)).toEqual(['j4', 'j3']);
-      await store.complete(last[1] as ClaimedJob, errorReply(j3, 'upstream_error'), DONE, t + 2006);
-      await store.release([last[0] as ClaimedJob], t + 2007);
-      expect(await store.queueBytes()).toBe(storedSize(j4));
-      expect(ids(await store.drain())).toEqual(['j4']);
-      expect(await store.queueBytes()).toBe(0);
+      await store.queue.complete(last[1] as ClaimedJob, errorReply(j3, 'upstream_error'), DONE, t + 2006);
+      await store.queue.release([last[0] as ClaimedJob], t + 2007);
+      expect(await store.operations.queueBytes()).toBe(storedSize(j4));
+      expect(ids(await store.queue.drain())).toEqual(['j4']);
+      expect(await store.operations.queueBytes()).toBe(0);
     });
   });
 }

@@ -13,10 +13,10 @@ const read = (path: string): string => readFileSync(join(ROOT, path), 'utf8');
 const pkg = JSON.parse(read('package.json')) as { bin: Record<string, string>; scripts: Record<string, string> };
 const BINS = Object.keys(pkg.bin);
 
-/** Every Markdown file a user reads: the README, docs/, the benchmark's README, the changelog. */
+/** Every Markdown file a user reads: the README, docs/, the benchmark's README and notes, the changelog. */
 export function userDocs(): string[] {
   const docs = readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`);
-  return ['README.md', 'CHANGELOG.md', 'bench/README.md', ...docs];
+  return ['README.md', 'CHANGELOG.md', 'bench/README.md', 'bench/NOTES.md', ...docs];
 }
 
 interface Shown {

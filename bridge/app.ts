@@ -158,18 +158,17 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
   const { results, scada } = buildResults(core, metrics);
   const shedder = buildShedder(core, metrics, () => scheduler);
   const { prices, embeddingModel } = config.file;
-  const scheduler: Scheduler = new Scheduler(
-    { ...config, prices, embeddingModel },
+  const scheduler: Scheduler = new Scheduler({
+    config: { ...config, prices, embeddingModel },
     store,
     upstream,
     results,
-    log.child({ module: 'scheduler' }),
-    identity.owner,
-    Date.now,
-    metrics,
-    shedder,
-    coordination.outage,
-  );
+    logger: log.child({ module: 'scheduler' }),
+    owner: identity.owner,
+    observer: metrics,
+    queueWait: shedder,
+    outage: coordination.outage,
+  });
   const admin = await openAdmin(core, metrics, scheduler, () => stopping, { recorder, tickMs: options.dashboardTickMs ?? DEFAULT_TICK_MS });
   const status = new StatusTopics({
     ...identity,

@@ -32,6 +32,7 @@ export class Closers {
     const until = Date.now() + deadlineMs;
     let failure: unknown;
     for (let closer = this.stack.pop(); closer; closer = this.stack.pop()) {
+      this.logger.debug({ part: closer.part }, 'closing');
       try {
         await within(closer, until);
       } catch (err) {

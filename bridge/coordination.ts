@@ -5,6 +5,7 @@ import { newRedis, reportConnection, type RedisEndpoint } from '../broker/redis-
 import { createClusterPlugins, type ClusterPlugins } from '../broker/cluster.js';
 import { Presence } from '../broker/presence.js';
 import { ConfigError } from '../contract/index.js';
+import { Closers } from './closers.js';
 import type { Config } from './config/config.js';
 import type { Logger } from './logger.js';
 import { checkRedisPolicy, checkRedisVersion } from './store/redis-check.js';
@@ -86,40 +87,35 @@ export async function openCoordination(
     return memoryCoordination(new MemoryStore({ fairShare: config.fairShare, deadLetters: deadLetterBounds(config) }), config);
   }
   const log = logger.child({ module: 'redis' });
-  const outage = storeOutage(log, repeatLog);
-  const { redis, store, health, admissions } = await openRedisStore(config, config.redis, log, outage);
-  const disconnect = (): void => {
-    health.stop();
-    admissions?.disconnect();
-    redis.disconnect();
-  };
-
-  const channel = redisKeys(config.redisPrefix).instances;
-  let presence: Presence;
+  // Every part opened pushes its closer: a step that fails closes what the earlier ones opened, last first.
+  const closers = new Closers(log);
   try {
-    presence = await Presence.join({
-      query: redis,
-      redis: config.redis,
-      channel,
-      connectionName: `edge-ai-bridge:${config.redisPrefix}:presence`,
-      logger: log,
-      report: outage,
-    });
+    return await openRedisCoordination({ ...config, redis: config.redis }, log, storeOutage(log, repeatLog), closers);
   } catch (err) {
-    disconnect();
-    throw new ConfigError('REDIS_URL', `cannot subscribe to ${channel}: ${(err as Error).message}`);
-  }
-  // The embedded brokers of a fleet share subscriptions and sessions through Redis; with the
-  // plant's broker (BROKER_URL) that broker does it.
-  let plugins: ClusterPlugins | undefined;
-  try {
-    if (config.brokerUrl === undefined) plugins = await createClusterPlugins(config.redis, config.redisPrefix, log, { presence, report: outage });
-  } catch (err) {
-    await presence.leave();
-    disconnect();
+    await closers.closeAll().catch(() => undefined);
     throw err;
   }
+}
+
+type RedisVariables = 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas' | 'fairShare' | DeadLetterVariables;
+
+async function openRedisCoordination(
+  config: Pick<Config, RedisVariables | 'brokerUrl' | ScadaVariables> & { redis: RedisEndpoint },
+  log: Logger,
+  outage: ConditionReport & { silence(): void },
+  closers: Closers,
+): Promise<Coordination> {
+  const { redis, store, health } = await openRedisStore(config, config.redis, log, outage, closers);
+  // Left only once the broker has closed (the stop closes it first): until then other instances must keep publishing through Redis.
+  const presence = await joinPresence(config, redis, log, outage);
+  closers.push('presence', () => presence.leave());
+  // The embedded brokers of a fleet share subscriptions and sessions through Redis; with the
+  // plant's broker (BROKER_URL) that broker does it. The broker closes the plugins.
+  const plugins = config.brokerUrl === undefined ? await createClusterPlugins(config.redis, config.redisPrefix, log, { presence, report: outage }) : undefined;
   const scada = new RedisScadaState(redis, { prefix: config.redisPrefix, bounds: scadaBounds(config), logger: log });
+  closers.push('scada', () => scada.close());
+  // Connections closing from here on are expected.
+  closers.push('outage', () => outage.silence());
   return {
     kind: 'redis',
     store,
@@ -131,29 +127,54 @@ export async function openCoordination(
     healthy: () => health.healthy(),
     outage,
     instances: () => presence.instances,
-    async close() {
-      // Connections closing now are expected.
-      outage.silence();
-      await scada.close();
-      // Only now, with the broker closed: until then other instances must keep publishing through Redis.
-      await presence.leave();
-      health.stop();
-      await admissions?.quit().catch(() => admissions.disconnect());
-      await redis.quit().catch(() => redis.disconnect());
-    },
+    close: () => closers.closeAll(),
   };
+}
+
+async function joinPresence(config: Pick<Config, 'redisPrefix'> & { redis: RedisEndpoint }, redis: Redis, log: Logger, outage: ConditionReport): Promise<Presence> {
+  const channel = redisKeys(config.redisPrefix).instances;
+  try {
+    return await Presence.join({
+      query: redis,
+      redis: config.redis,
+      channel,
+      connectionName: `edge-ai-bridge:${config.redisPrefix}:presence`,
+      logger: log,
+      report: outage,
+    });
+  } catch (err) {
+    throw new ConfigError('REDIS_URL', `cannot subscribe to ${channel}: ${(err as Error).message}`);
+  }
 }
 
 /** Connects, checks the server (version, eviction policy) and moves an older version's keys. */
 async function openRedisStore(
-  config: Pick<Config, 'redisPrefix' | 'redisTimeoutMs' | 'redisWaitReplicas' | 'fairShare' | DeadLetterVariables>,
+  config: Pick<Config, RedisVariables>,
   endpoint: RedisEndpoint,
   log: Logger,
   outage: ConditionReport,
-): Promise<{ redis: Redis; store: RedisStore; health: RedisHealth; admissions: Redis | undefined }> {
+  closers: Closers,
+): Promise<{ redis: Redis; store: RedisStore; health: RedisHealth }> {
   const { redisPrefix: prefix, redisTimeoutMs: timeoutMs } = config;
-  const connection = (name: string): Redis => newRedis(Redis, endpoint, connectionOptions(name, timeoutMs));
+  const connection = (name: string): Redis => {
+    const conn = newRedis(Redis, endpoint, connectionOptions(name, timeoutMs));
+    closers.push(name, () => conn.quit().then(() => undefined, () => conn.disconnect()));
+    return conn;
+  };
   const redis = connection(`edge-ai-bridge:${prefix}`);
+  await connectStore(redis, log, outage);
+  await checkServer(redis, log);
+  const health = new RedisHealth(redis, timeoutMs, outage);
+  await health.start();
+  closers.push('redis health', () => health.stop());
+  const replicas = await replicasOption(config.redisWaitReplicas, () => connection(`edge-ai-bridge:${prefix}:admissions`), timeoutMs, log, outage);
+  const store = new RedisStore(redis, { prefix, health, replicas, fairShare: config.fairShare, deadLetters: deadLetterBounds(config) });
+  const moved = await store.upgrade(Date.now());
+  if (moved > 0) log.info({ jobs: moved }, 'moved the jobs an older version left in Redis to this version\'s layout');
+  return { redis, store, health };
+}
+
+async function connectStore(redis: Redis, log: Logger, outage: ConditionReport): Promise<void> {
   let lastError = '';
   redis.on('error', (err: Error) => {
     lastError = err.message;
@@ -165,39 +186,19 @@ async function openRedisStore(
   try {
     await redis.connect();
   } catch (err) {
-    redis.disconnect();
     const reason = lastError || (err instanceof Error ? err.message : String(err));
     throw new ConfigError('REDIS_URL', `cannot connect to Redis: ${reason}`);
   }
+}
+
+/** A Redis too old for the store's functions, or one that may evict keys, is refused. */
+async function checkServer(redis: Redis, log: Logger): Promise<void> {
   const tooOld = await checkRedisVersion(redis).catch(() => undefined);
-  if (tooOld) {
-    redis.disconnect();
-    throw new ConfigError('REDIS_URL', tooOld);
-  }
+  if (tooOld) throw new ConfigError('REDIS_URL', tooOld);
   const policy = await checkRedisPolicy(redis);
-  if (policy.ok === false) {
-    redis.disconnect();
-    // The problem line already names REDIS_URL.
-    throw new ConfigError('REDIS_URL', policy.problem.replace(/^REDIS_URL: /, ''));
-  }
+  // The problem line already names REDIS_URL.
+  if (policy.ok === false) throw new ConfigError('REDIS_URL', policy.problem.replace(/^REDIS_URL: /, ''));
   if (policy.ok === 'unknown') log.warn({ reason: policy.reason }, 'cannot read maxmemory-policy; make sure it is noeviction');
-  const health = new RedisHealth(redis, timeoutMs, outage);
-  await health.start();
-  let replicas: RedisStoreOptions['replicas'];
-  let moved: number;
-  let store: RedisStore;
-  try {
-    replicas = await replicasOption(config.redisWaitReplicas, () => connection(`edge-ai-bridge:${prefix}:admissions`), timeoutMs, log, outage);
-    store = new RedisStore(redis, { prefix, health, replicas, fairShare: config.fairShare, deadLetters: deadLetterBounds(config) });
-    moved = await store.upgrade(Date.now());
-  } catch (err) {
-    health.stop();
-    replicas?.connection.disconnect();
-    redis.disconnect();
-    throw err;
-  }
-  if (moved > 0) log.info({ jobs: moved }, 'moved the jobs an older version left in Redis to this version\'s layout');
-  return { redis, store, health, admissions: replicas?.connection };
 }
 
 /** The store's connections: fail fast, time out on a stalled Redis, pipeline what one turn issues. */

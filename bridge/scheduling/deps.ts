@@ -1,9 +1,31 @@
-// What the scheduler is given besides the store: its config, the upstream it calls, and who
-// learns from it (metrics, the queue-wait overload guard).
+// What the scheduler is given: its config, the store's roles it uses, the upstream it calls,
+// where replies go, and who learns from it (metrics, the queue-wait overload guard).
 import type { Config } from '../config/config.js';
 import type { Price } from '../config/config-file.js';
+import type { Logger } from '../logger.js';
 import type { Job } from '../model/job.js';
+import type { ConditionReport } from '../repeating-log.js';
+import type { Results } from '../results/results.js';
+import type { Store } from '../store/port.js';
 import type { UpstreamCall, UpstreamResult } from '../upstream/client.js';
+
+export interface SchedulerDeps {
+  config: SchedulerConfig;
+  store: Pick<Store, 'queue' | 'limits' | 'answers'>;
+  upstream: Upstream;
+  results: Results;
+  logger: Logger;
+  /** This instance's lease owner name. */
+  owner: string;
+  /** Default Date.now. */
+  clock?: () => number;
+  /** Default: nobody (NO_OBSERVER). */
+  observer?: SchedulerObserver;
+  /** Default: nobody (NO_QUEUE_WAIT). */
+  queueWait?: QueueWaitSink;
+  /** The store out of reach: claims, reaps, renewals and sweeps failing for it are summed up there. Default: its own. */
+  outage?: ConditionReport;
+}
 
 export type SchedulerConfig = Pick<
   Config,

@@ -10,18 +10,17 @@ import { answerExpired } from '../recovery/expired.js';
 import { LeaseRenewal, leaseMsFor } from '../recovery/leases.js';
 import { Reaper } from '../recovery/reaper.js';
 import { Completion, STORE_RETRY_MS } from '../results/completion.js';
-import type { Results } from '../results/results.js';
 import { storeFailed, storeOutage } from '../store/outage.js';
 import type { ConditionReport } from '../repeating-log.js';
-import type { ClaimAlong, ClaimOptions, ClaimResult, Lead, Store } from '../store/port.js';
+import type { ClaimAlong, ClaimOptions, ClaimResult, Lead } from '../store/port.js';
 import type { ClaimedJob, ExpiredJob } from '../model/job.js';
 import { HoldTime } from './capacity.js';
-import { NO_OBSERVER, NO_QUEUE_WAIT, type QueueWaitSink, type SchedulerConfig, type SchedulerObserver, type Upstream } from './deps.js';
+import { NO_OBSERVER, NO_QUEUE_WAIT, type QueueWaitSink, type SchedulerConfig, type SchedulerDeps, type SchedulerObserver } from './deps.js';
 import type { Dispatch } from './dispatch.js';
 import { JobRunner, type Running } from './run-job.js';
 import { Slots } from './slots.js';
 
-export type { QueueWaitSink, SchedulerConfig, SchedulerObserver, Upstream } from './deps.js';
+export type { QueueWaitSink, SchedulerConfig, SchedulerDeps, SchedulerObserver, Upstream } from './deps.js';
 
 /** Idle poll: other instances (Redis) admit jobs this one is not told about. */
 const IDLE_POLL_MS = 100;
@@ -63,19 +62,26 @@ export class Scheduler implements Dispatch {
   /** Answers a queued request `expired` at its deadline even when no claim would run then. */
   private readonly deadlines: DeadlineWatch;
 
-  constructor(
-    private readonly config: SchedulerConfig,
-    private readonly store: Pick<Store, 'queue' | 'limits' | 'answers'>,
-    upstream: Upstream,
-    results: Results,
-    private readonly logger: Logger,
-    private readonly owner: string,
-    private readonly clock: () => number = Date.now,
-    private readonly observer: SchedulerObserver = NO_OBSERVER,
-    private readonly queueWait: QueueWaitSink = NO_QUEUE_WAIT,
-    /** The store out of reach: claims, reaps, renewals and sweeps failing for it are summed up there. */
-    private readonly outage: ConditionReport = storeOutage(logger),
-  ) {
+  private readonly config: SchedulerConfig;
+  private readonly store: SchedulerDeps['store'];
+  private readonly logger: Logger;
+  private readonly owner: string;
+  private readonly clock: () => number;
+  private readonly observer: SchedulerObserver;
+  private readonly queueWait: QueueWaitSink;
+  private readonly outage: ConditionReport;
+
+  constructor(deps: SchedulerDeps) {
+    const { config, store, upstream, results, logger, owner, clock = Date.now, observer = NO_OBSERVER, queueWait = NO_QUEUE_WAIT } = deps;
+    const outage = deps.outage ?? storeOutage(logger);
+    this.config = config;
+    this.store = store;
+    this.logger = logger;
+    this.owner = owner;
+    this.clock = clock;
+    this.observer = observer;
+    this.queueWait = queueWait;
+    this.outage = outage;
     this.leaseMs = leaseMsFor(config.upstreamTimeoutMs);
     const completion = new Completion(config, store, results, clock, (u) => observer.usage(u.model, u.promptTokens, u.completionTokens, u.costUsd, u.template));
     this.completion = completion;

@@ -99,7 +99,7 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     return store;
   };
   const scheduler = (store: Store, upstream: Upstream, results: Results, owner: string, clock: () => number, config = CONFIG, log = createLogger('silent')) => {
-    const s = new Scheduler(config, store, upstream, results, log, owner, clock);
+    const s = new Scheduler({ config, store, upstream, results, logger: log, owner, clock });
     schedulers.push(s);
     s.start();
     return s;

@@ -1,7 +1,7 @@
 // /readyz: ready when not stopping, the store is reachable, a provider is available (its
 // circuit admits calls and it has a key not set aside) and the broker connection is up; the
 // details say which of these is missing.
-import type { Readiness } from './admin.js';
+import type { Readiness } from './admin/server.js';
 import { VERSION } from '../version.js';
 
 export interface ReadinessSources {

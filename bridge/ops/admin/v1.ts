@@ -1,9 +1,9 @@
-// The admin HTTP's /v1/ routes (listed in admin.ts): each decodes the path and query, checks
+// The admin HTTP's /v1/ routes (listed in server.ts): each decodes the path and query, checks
 // the method and calls the AdminApi, returning the JSON body of a 200.
-import { HttpError } from '../../contract/index.js';
-import { fromCursor } from '../store/dead-letters.js';
-import type { DeadLetter, DeadLetterPage, UsageReport } from '../store/types.js';
-import type { BudgetReport } from './budgets-report.js';
+import { HttpError } from '../../../contract/index.js';
+import { fromCursor } from '../../store/dead-letters.js';
+import type { DeadLetter, DeadLetterPage, UsageReport } from '../../store/types.js';
+import type { BudgetReport } from '../budgets-report.js';
 
 /** What the operator API reaches; the composition root binds it to the store and broker. */
 export interface AdminApi {

@@ -14,14 +14,14 @@
 // loopback; its actions are the /v1/ routes above.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { listen } from '../../broker/broker.js';
-import type { Logger } from '../logger.js';
-import { HttpError } from '../../contract/index.js';
-import { isLoopback } from '../config/config.js';
-import { operatorApi, type AdminApi, type Only } from './admin-v1.js';
-import { isDashboardPath, sendAccess, serveApi, serveFile, type DashboardApi } from './dashboard/http.js';
+import { listen } from '../../../broker/broker.js';
+import type { Logger } from '../../logger.js';
+import { HttpError } from '../../../contract/index.js';
+import { isLoopback } from '../../config/config.js';
+import { operatorApi, type AdminApi, type Only } from './v1.js';
+import { isDashboardPath, sendAccess, serveApi, serveFile, type DashboardApi } from '../dashboard/http.js';
 
-export { MAX_USAGE_HOURS, type AdminApi } from './admin-v1.js';
+export { MAX_USAGE_HOURS, type AdminApi } from './v1.js';
 
 export interface Readiness {
   ready: boolean;

@@ -18,17 +18,11 @@ import { listen } from '../../../broker/broker.js';
 import type { Logger } from '../../logger.js';
 import { HttpError } from '../../../contract/index.js';
 import { isLoopback } from '../../config/config.js';
+import type { Readiness } from '../readiness.js';
 import { operatorApi, type AdminApi, type Only } from './v1.js';
 import { isDashboardPath, sendAccess, serveApi, serveFile, type DashboardApi } from '../dashboard/http.js';
 
 export { MAX_USAGE_HOURS, type AdminApi } from './v1.js';
-
-export interface Readiness {
-  ready: boolean;
-  /** Bound ports; MQTT ones only for the listeners of an embedded broker. */
-  ports: { http: number; mqtt?: number; mqttTls?: number; mqttWs?: number };
-  [detail: string]: unknown;
-}
 
 export interface AdminServer {
   readonly port: number;

@@ -4,7 +4,7 @@ import { ConfigError, ListenError } from '../contract/index.js';
 import { startUpstreamSim, type UpstreamSim } from '../upstream-sim/sim.js';
 import { startBridge, type RunningBridge } from './app.js';
 import { loadConfig, isLoopback, type Config } from './config/config.js';
-import { infoRequested } from './ops/help.js';
+import { infoRequested } from './ops/cli/help.js';
 import { findTypos, typoMessage } from './config/typos.js';
 import { loadedLine } from './config/config-file.js';
 import { createLogger } from './logger.js';

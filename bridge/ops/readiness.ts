@@ -1,8 +1,15 @@
 // /readyz: ready when not stopping, the store is reachable, a provider is available (its
 // circuit admits calls and it has a key not set aside) and the broker connection is up; the
 // details say which of these is missing.
-import type { Readiness } from './admin.js';
 import { VERSION } from '../version.js';
+
+/** What /readyz answers: 200 when `ready`, else 503 with the same body. */
+export interface Readiness {
+  ready: boolean;
+  /** Bound ports; MQTT ones only for the listeners of an embedded broker. */
+  ports: { http: number; mqtt?: number; mqttTls?: number; mqttWs?: number };
+  [detail: string]: unknown;
+}
 
 export interface ReadinessSources {
   instanceId: string;

@@ -46,7 +46,7 @@ export type SchedulerConfig = Pick<
   embeddingModel: string;
 };
 
-/** What the scheduler reports for metrics (bridge/ops/metrics.ts); every method must be cheap. */
+/** What the scheduler reports for metrics (bridge/ops/metrics/bridge-metrics.ts); every method must be cheap. */
 export interface SchedulerObserver {
   /** A job was claimed (holding its lock, if it names one) at `claimedAt`. */
   claimed(priority: Job['priority'], arrivalMs: number, locked: boolean, claimedAt: number): void;

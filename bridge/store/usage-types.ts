@@ -1,5 +1,6 @@
 // What the store keeps of every answered call for usage and cost reports (recordUsage, usage).
-import type { Priority } from '../../contract/index.js';
+// names.js, not the contract's index: the dashboard page's type check reads this file without Node's types.
+import type { Priority } from '../../contract/names.js';
 
 /** Tokens and estimated cost, as totals. */
 export interface UsageTotals {

@@ -1,7 +1,7 @@
 // /metrics (Prometheus text, per-instance registry) and the bridge/{instanceId}/metrics snapshot.
 import { afterEach, describe, expect, it } from 'vitest';
 import { topics } from '../../contract/index.js';
-import type { MetricsSnapshot } from '../../bridge/ops/metrics.js';
+import type { MetricsSnapshot } from '../../bridge/ops/metrics/bridge-metrics.js';
 import { ask, startHarness, type Harness } from '../helpers/harness.js';
 import { parsePrometheus, sampleValue, scrape, startBridgeWith } from '../helpers/admin-http.js';
 

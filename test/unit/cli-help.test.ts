@@ -1,7 +1,7 @@
 // The help lists every variable the schema has, with the schema's defaults; typo detection
 // names the variable a misspelling resembles and leaves the rest of the environment alone.
 import { describe, expect, it } from 'vitest';
-import { defaultOf, helpText, infoRequested, wrap } from '../../bridge/ops/help.js';
+import { defaultOf, helpText, infoRequested, wrap } from '../../bridge/ops/cli/help.js';
 import { editDistance, findTypos } from '../../bridge/config/typos.js';
 import { VARIABLES } from '../../bridge/config/variables.js';
 

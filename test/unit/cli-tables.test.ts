@@ -1,6 +1,6 @@
 // The operator commands' tables: aligned columns, rounded figures, a sentence when empty.
 import { describe, expect, it } from 'vitest';
-import { budgetsTable, table, usageTable } from '../../bridge/ops/tables-cli.js';
+import { budgetsTable, table, usageTable } from '../../bridge/ops/cli/tables.js';
 
 describe('operator tables', () => {
   it('align text left and figures right', () => {

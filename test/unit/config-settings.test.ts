@@ -8,7 +8,7 @@ import { parseConfigFile } from '../../bridge/config/config-file.js';
 import { loadConfig, readConfiguration } from '../../bridge/config/config.js';
 import { rereadConfigFile } from '../../bridge/config/reload.js';
 import { SECRET_VARIABLES, VARIABLES } from '../../bridge/config/variables.js';
-import { configReport, configText } from '../../bridge/ops/config-cli.js';
+import { configReport, configText } from '../../bridge/ops/cli/config.js';
 import { ConfigError } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
 import { logSink } from '../helpers/log-sink.js';

@@ -1,6 +1,6 @@
 // Deployment files (Dockerfile, docker-compose.yml, deploy/): no Docker engine runs the tests,
 // so they are parsed and checked against the code they configure — the bridge's environment
-// schema (bridge/config/config.ts), its metric names (bridge/ops/metrics*.ts) and the simulators' options.
+// schema (bridge/config/config.ts), its metric names (bridge/ops/metrics/) and the simulators' options.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, posix, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,11 +40,11 @@ function configVariables(): Set<string> {
   return new Set(VARIABLES);
 }
 
-/** Metric names bridge/ops/metrics*.ts register (full names, with the prefix). */
+/** Metric names bridge/ops/metrics/ register (full names, with the prefix). */
 function metricNames(): Set<string> {
-  const files = readdirSync(join(ROOT, 'bridge/ops')).filter((name) => /^metrics.*\.ts$/.test(name));
-  expect(files).toContain('metrics.ts');
-  const source = files.map((name) => read(`bridge/ops/${name}`)).join('\n');
+  const files = readdirSync(join(ROOT, 'bridge/ops/metrics')).filter((name) => name.endsWith('.ts'));
+  expect(files).toContain('bridge-metrics.ts');
+  const source = files.map((name) => read(`bridge/ops/metrics/${name}`)).join('\n');
   const prefix = /const PREFIX = '([a-z_]+)';/.exec(source)?.[1];
   expect(prefix).toBe('edge_ai_bridge_');
   return new Set([...source.matchAll(/name: `\$\{PREFIX\}([a-z0-9_]+)`/g)].map((m) => `${prefix}${m[1]}`));
@@ -224,7 +224,7 @@ describe('Grafana provisioning and dashboard', () => {
     );
   });
 
-  it('has the issue’s panels, each querying metrics bridge/ops/metrics*.ts register', () => {
+  it('has the issue’s panels, each querying metrics bridge/ops/metrics/ register', () => {
     const known = metricNames();
     const exprs = panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
     expect(exprs.length).toBeGreaterThan(0);

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { EnvSchema } from '../../bridge/config/variables.js';
-import { helpText } from '../../bridge/ops/help.js';
+import { helpText } from '../../bridge/ops/cli/help.js';
 import { overloaded } from '../../contract/index.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');

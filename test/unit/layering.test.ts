@@ -2,7 +2,8 @@
 // folder of ours, broker/ nothing but contract/, and no two folders import each other. Inside
 // bridge/, the stages follow a request (mqtt → intake → scheduling → coalescing → upstream →
 // results → scada) and never import an earlier stage; model/, store/, config/, recovery/ and ops/
-// sit beside, model/ (the request's data) under every other one.
+// sit beside, model/ (the request's data) under every other one, ops/'s own sub-folders in no
+// circle either.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -98,6 +99,13 @@ describe('bridge/ layering', () => {
 
   it('has no subfolders importing each other around a circle', () => {
     expect(circles(edges)).toEqual([]);
+  });
+
+  it('has no subfolders of ops/ importing each other around a circle', () => {
+    const ops = join(bridge, 'ops');
+    const parts = readdirSync(ops).filter((name) => statSync(join(ops, name)).isDirectory());
+    expect(parts).toContain('admin');
+    expect(circles(folderEdges(ops, ops, parts))).toEqual([]);
   });
 
   it('lets subfolders import from bridge/ itself only the shared logger and version', () => {

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { BridgeMetrics, type MetricsSources } from '../../bridge/ops/metrics.js';
+import { BridgeMetrics, type MetricsSources } from '../../bridge/ops/metrics/bridge-metrics.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 

@@ -1,7 +1,7 @@
-// The hot path's metrics (ops/metrics-fast.ts) must read exactly as prom-client's own would.
+// The hot path's metrics (ops/metrics/fast.ts) must read exactly as prom-client's own would.
 import { describe, expect, it } from 'vitest';
 import { Counter, Histogram, Registry } from 'prom-client';
-import { BucketHistogram, Tallies } from '../../bridge/ops/metrics-fast.js';
+import { BucketHistogram, Tallies } from '../../bridge/ops/metrics/fast.js';
 
 const BUCKETS = [0.001, 0.01, 0.1, 1];
 const VALUES = [0, 0.0005, 0.001, 0.002, 0.5, 1, 3, 120, -1, 0.01];

@@ -1,6 +1,6 @@
 // BridgeMetrics on its own: a store that never answers must not hang a scrape or a snapshot.
 import { describe, expect, it } from 'vitest';
-import { BridgeMetrics, STORE_SCRAPE_TIMEOUT_MS, type MetricsSources } from '../../bridge/ops/metrics.js';
+import { BridgeMetrics, STORE_SCRAPE_TIMEOUT_MS, type MetricsSources } from '../../bridge/ops/metrics/bridge-metrics.js';
 import { parsePrometheus, sampleValue } from '../helpers/admin-http.js';
 import { VERSION } from '../../bridge/version.js';
 

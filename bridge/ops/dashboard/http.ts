@@ -8,7 +8,7 @@ import { createRequire } from 'node:module';
 import { extname } from 'node:path';
 import { HttpError } from '../../../contract/index.js';
 import type { DeadLetter, DeadLetterPage } from '../../store/port.js';
-import { pageQuery } from '../admin-v1.js';
+import { pageQuery } from '../page-query.js';
 import type { Dashboard, DashboardEvent } from './dashboard.js';
 import type { AccessView, DeadLetterView, DeviceView, UsageView } from './model.js';
 

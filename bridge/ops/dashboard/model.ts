@@ -1,7 +1,10 @@
 // What the dashboard's server sends its page: the shapes of /dashboard/api/* bodies and of
-// the events on /dashboard/api/events. The page (static/app.js) reads exactly these.
-import type { ErrorCode, Priority } from '../../../contract/index.js';
-import type { UsageReport } from '../../store/port.js';
+// the events on /dashboard/api/events. The page (static/app.js) reads exactly these, and its
+// type check (tsconfig.dashboard.json) reads this file without Node's types: import only types
+// that need none (contract/names.ts and errors.ts, not the contract's index).
+import type { ErrorCode } from '../../../contract/errors.js';
+import type { Priority } from '../../../contract/names.js';
+import type { UsageReport } from '../../store/usage-types.js';
 
 /** p50 and p99 in milliseconds; null when nothing was observed in the interval. */
 export type Percentiles = { p50: number; p99: number } | null;

@@ -1,6 +1,7 @@
+// @ts-check
 // The operator dashboard's page: asks /dashboard/api/access what it may do, then follows the
 // event stream and loads usage, devices and dead letters (see ../model.ts for the shapes).
-import { authHeaders, getToken, onAuthFailure, requestJson, setToken } from './api.js';
+import { authHeaders, getToken, messageOf, onAuthFailure, requestJson, setToken } from './api.js';
 import { createCharts } from './charts.js';
 import { createCost } from './cost.js';
 import { createDeadLetters } from './dlq.js';
@@ -9,8 +10,12 @@ import { byId, setText, show } from './dom.js';
 import { createLive } from './live.js';
 import { openStream } from './sse.js';
 
+/** @typedef {import('../model.js').AccessView} AccessView */
+/** @typedef {import('./sse.js').StreamState} StreamState */
+
 const RETRY_MS = 2000;
 
+/** @type {{ access: AccessView | null; streamOpen: boolean; connectedOnce: boolean }} */
 const page = { access: null, streamOpen: false, connectedOnce: false };
 
 const charts = createCharts(byId);
@@ -27,11 +32,16 @@ const stream = openStream({
 });
 createDeviceSearch();
 
+/**
+ * @param {string} name
+ * @param {string} data
+ */
 function handleEvent(name, data) {
   if (name === 'history') live.history(JSON.parse(data));
   else if (name === 'tick') live.tick(JSON.parse(data));
 }
 
+/** @param {StreamState} state */
 function handleStreamState({ kind, detail }) {
   page.streamOpen = kind === 'open';
   if (kind === 'connecting') status(page.connectedOnce ? 'reconnecting…' : 'connecting…');
@@ -43,6 +53,7 @@ function handleStreamState({ kind, detail }) {
   updateLive();
 }
 
+/** @param {string} text */
 function status(text, tone = '') {
   const line = byId('status');
   line.textContent = text;
@@ -65,23 +76,27 @@ function updateLive() {
   setText('live-label', state);
 }
 
+/** @returns {Promise<AccessView>} */
 async function loadAccess() {
   for (;;) {
     try {
-      return await requestJson('/dashboard/api/access');
+      return /** @type {AccessView} */ (await requestJson('/dashboard/api/access'));
     } catch (err) {
-      status(`bridge unreachable (${err.message}) — retrying…`, 'warn');
+      status(`bridge unreachable (${messageOf(err)}) — retrying…`, 'warn');
       await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
     }
   }
 }
 
-/** Starts (or restarts, after a new token) everything that reads from the bridge. */
-function start() {
-  const locked = !page.access.open && !getToken();
+/**
+ * Starts (or restarts, after a new token) everything that reads from the bridge.
+ * @param {AccessView} access
+ */
+function start(access) {
+  const locked = !access.open && !getToken();
   show('lock-note', locked);
   document.body.classList.toggle('locked', locked);
-  dlq.setAccess(page.access);
+  dlq.setAccess(access);
   if (locked) {
     stream.stop();
     cost.stop();
@@ -95,18 +110,18 @@ function start() {
 }
 
 function wireTokenForm() {
-  const input = byId('token');
+  const input = /** @type {HTMLInputElement} */ (byId('token'));
   input.value = getToken();
   byId('token-form').addEventListener('submit', (event) => {
     event.preventDefault();
     setToken(input.value);
     input.classList.remove('attention');
-    if (page.access) start();
+    if (page.access) start(page.access);
   });
 }
 
 function wireLatencyToggle() {
-  for (const percentile of ['p99', 'p50']) {
+  for (const percentile of /** @type {const} */ (['p99', 'p50'])) {
     byId(`latency-${percentile}`).addEventListener('click', () => {
       for (const p of ['p99', 'p50']) byId(`latency-${p}`).setAttribute('aria-pressed', String(p === percentile));
       setText('latency-percentile', percentile);
@@ -124,7 +139,7 @@ async function boot() {
   setInterval(updateLive, 1000);
   status('connecting…');
   page.access = await loadAccess();
-  start();
+  start(page.access);
 }
 
 boot();

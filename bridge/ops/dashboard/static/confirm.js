@@ -1,14 +1,20 @@
+// @ts-check
 // The page's confirmation dialog (<dialog id="confirm">), in place of window.confirm.
 import { byId } from './dom.js';
 
-/** Shows `message`; resolves true on Confirm, false on Cancel or Escape. danger: a red Confirm. */
+/**
+ * Shows `message`; resolves true on Confirm, false on Cancel or Escape. danger: a red Confirm.
+ * @param {string} message
+ * @returns {Promise<boolean>}
+ */
 export function confirmAction(message, danger = false) {
-  const dialog = byId('confirm');
+  const dialog = /** @type {HTMLDialogElement} */ (byId('confirm'));
   const ok = byId('confirm-ok');
   const cancel = byId('confirm-cancel');
   byId('confirm-message').textContent = message;
   ok.classList.toggle('danger', danger);
   return new Promise((resolve) => {
+    /** @param {boolean} answer */
     const finish = (answer) => {
       ok.removeEventListener('click', onOk);
       cancel.removeEventListener('click', onCancel);

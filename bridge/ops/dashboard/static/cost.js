@@ -1,11 +1,17 @@
+// @ts-check
 // Tokens and cost: today (since midnight in the budgets' time zone) and the last 24 hours.
-import { requestJson } from './api.js';
+import { isAbort, messageOf, requestJson } from './api.js';
 import { byId, el, setText, table } from './dom.js';
 import { PRIORITIES, fmtInt, fmtUsd, fmtWhen } from './format.js';
+
+/** @typedef {import('../model.js').UsageView} UsageView */
+/** @typedef {UsageView['today']} UsageReport */
+/** @typedef {UsageReport['total']} UsageTotals */
 
 const REFRESH_MS = 30_000;
 const TOP_DEVICES = 10;
 
+/** @param {string} first */
 const COLUMNS = (first) => [
   { label: first },
   { label: 'cost (USD)', num: true },
@@ -16,14 +22,15 @@ const COLUMNS = (first) => [
 
 /** Starts fetching usage now and every 30 s; returns {refresh(), stop()}. */
 export function createCost() {
-  let timer = null;
+  /** @type {ReturnType<typeof setInterval> | undefined} */
+  let timer;
   const refresh = async () => {
     try {
-      const view = await requestJson('/dashboard/api/usage');
+      const view = /** @type {UsageView | null} */ (await requestJson('/dashboard/api/usage'));
       renderUsage(view);
       setText('cost-error', '');
     } catch (err) {
-      if (err?.name !== 'AbortError') setText('cost-error', `usage unavailable: ${err.message}`);
+      if (!isAbort(err)) setText('cost-error', `usage unavailable: ${messageOf(err)}`);
     }
   };
   return {
@@ -39,12 +46,17 @@ export function createCost() {
   };
 }
 
+/** @param {UsageView | null} view */
 function renderUsage(view) {
   setText('cost-tz', view?.timeZone ? `“Today” starts at midnight, ${view.timeZone}.` : '');
   byId('cost-today').replaceChildren(...reportParts('Today', view?.today));
   byId('cost-24h').replaceChildren(...reportParts('Last 24 h', view?.last24h));
 }
 
+/**
+ * @param {string} title
+ * @param {UsageReport | undefined} report
+ */
 function reportParts(title, report) {
   const heading = el('h3', { text: title });
   if (!report) return [heading, el('p', { className: 'empty', text: 'No data.' })];
@@ -59,7 +71,9 @@ function reportParts(title, report) {
   return parts;
 }
 
+/** @param {UsageTotals | undefined} t */
 function totals(t) {
+  /** @type {(label: string, value: string, className?: string) => HTMLElement} */
   const item = (label, value, className = '') =>
     el('div', { className: `total ${className}` }, [el('dt', { text: label }), el('dd', { className: 'num', text: value })]);
   return el('dl', { className: 'totals' }, [
@@ -70,21 +84,37 @@ function totals(t) {
   ]);
 }
 
+/** @param {UsageTotals | undefined} t */
 const tokens = (t) => (t?.promptTokens ?? 0) + (t?.completionTokens ?? 0);
 
+/**
+ * @param {Record<string, UsageTotals> | undefined} record
+ * @returns {Array<[string, UsageTotals]>}
+ */
 function sortByCost(record) {
   return Object.entries(record ?? {}).sort(([, a], [, b]) => (b?.costUsd ?? 0) - (a?.costUsd ?? 0) || tokens(b) - tokens(a));
 }
 
+/** @param {Record<string, UsageTotals> | undefined} record */
 function topDevices(record) {
   return sortByCost(record).slice(0, TOP_DEVICES);
 }
 
+/** @param {Record<string, UsageTotals> | undefined} record */
 function byPriority(record) {
-  const rank = (name) => (PRIORITIES.includes(name) ? PRIORITIES.indexOf(name) : PRIORITIES.length);
+  /** @type {readonly string[]} */
+  const names = PRIORITIES;
+  /** @param {string} name */
+  const rank = (name) => (names.includes(name) ? names.indexOf(name) : names.length);
   return Object.entries(record ?? {}).sort(([a], [b]) => rank(a) - rank(b) || a.localeCompare(b));
 }
 
+/**
+ * @param {string} caption
+ * @param {string} first
+ * @param {Array<[string, UsageTotals]>} entries
+ * @param {Record<string, UsageTotals>} [all]
+ */
 function breakdown(caption, first, entries, all) {
   const total = all ? Object.keys(all).length : entries.length;
   const label = total > entries.length ? `${caption} (top ${entries.length} of ${total})` : caption;

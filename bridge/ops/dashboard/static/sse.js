@@ -1,11 +1,17 @@
+// @ts-check
 // Server-sent events over fetch() (EventSource cannot send an Authorization header): a line
 // parser after the WHATWG rules and a stream that reconnects after a pause.
 
-/** Returns feed(textChunk); calls onEvent(name, data) for each complete event. */
+/**
+ * Returns feed(textChunk); calls onEvent(name, data) for each complete event.
+ * @param {(name: string, data: string) => void} onEvent
+ * @returns {(chunk: string) => void}
+ */
 export function createSseParser(onEvent) {
   let buffer = '';
   let skipLeadingLf = false;
   let name = '';
+  /** @type {string[]} */
   let data = [];
 
   const dispatch = () => {
@@ -14,6 +20,7 @@ export function createSseParser(onEvent) {
     data = [];
   };
 
+  /** @param {string} text */
   const line = (text) => {
     if (text === '') return dispatch();
     if (text.startsWith(':')) return; // comment / heartbeat
@@ -47,13 +54,32 @@ export function createSseParser(onEvent) {
 }
 
 /**
+ * @typedef {object} StreamState
+ * @property {'connecting' | 'open' | 'retrying' | 'unauthorized' | 'stopped'} kind
+ * @property {unknown} [detail] why it retries, or the refusal's HTTP status
+ */
+
+/**
+ * @typedef {object} StreamOptions
+ * @property {string} url
+ * @property {(extra: Record<string, string>) => Record<string, string>} headers fresh on each connect
+ * @property {(name: string, data: string) => void} onEvent
+ * @property {(state: StreamState) => void} onState
+ * @property {number} [retryMs]
+ * @property {() => number} [idleMs] no byte for that long: reconnect
+ */
+
+/**
  * Keeps a stream open. options: url, headers() (fresh on each connect), onEvent(name, data),
  * onState({kind: 'connecting'|'open'|'retrying'|'unauthorized'|'stopped', detail}),
  * retryMs, idleMs() (no byte for that long: reconnect). Returns {restart(), stop()}.
+ * @param {StreamOptions} options
  */
 export function openStream(options) {
   let generation = 0;
-  let retryTimer = null;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let retryTimer;
+  /** @type {AbortController | null} */
   let current = null;
 
   const stop = () => {
@@ -63,11 +89,13 @@ export function openStream(options) {
     current = null;
   };
 
+  /** @param {number} gen */
   const connect = async (gen) => {
     const controller = new AbortController();
     current = controller;
     options.onState({ kind: 'connecting' });
     const onOpen = () => gen === generation && options.onState({ kind: 'open' });
+    /** @type {StreamState} */
     const outcome = await runOnce(options, controller, onOpen).catch((err) => ({ kind: 'retrying', detail: reason(err) }));
     if (gen !== generation) return; // stopped or restarted meanwhile
     options.onState(outcome);
@@ -86,6 +114,12 @@ export function openStream(options) {
   };
 }
 
+/**
+ * @param {StreamOptions} options
+ * @param {AbortController} controller
+ * @param {() => void} onOpen
+ * @returns {Promise<StreamState>}
+ */
 async function runOnce(options, controller, onOpen) {
   const res = await fetch(options.url, {
     headers: options.headers({ Accept: 'text/event-stream' }),
@@ -99,10 +133,16 @@ async function runOnce(options, controller, onOpen) {
   return { kind: 'retrying', detail: 'stream ended' };
 }
 
+/**
+ * @param {ReadableStreamDefaultReader<Uint8Array>} reader
+ * @param {StreamOptions} options
+ * @param {AbortController} controller
+ */
 async function pump(reader, options, controller) {
   const decoder = new TextDecoder();
   const feed = createSseParser((name, data) => safely(() => options.onEvent(name, data)));
-  let idleTimer = null;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let idleTimer;
   const kick = () => {
     clearTimeout(idleTimer);
     idleTimer = setTimeout(() => controller.abort(), options.idleMs?.() ?? 30_000);
@@ -120,6 +160,7 @@ async function pump(reader, options, controller) {
   }
 }
 
+/** @param {() => void} fn */
 function safely(fn) {
   try {
     fn();
@@ -128,7 +169,9 @@ function safely(fn) {
   }
 }
 
+/** @param {unknown} err */
 function reason(err) {
-  if (err?.name === 'AbortError') return 'no data received';
-  return err?.message || 'connection failed';
+  if (!(err instanceof Error)) return 'connection failed';
+  if (err.name === 'AbortError') return 'no data received';
+  return err.message || 'connection failed';
 }

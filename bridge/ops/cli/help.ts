@@ -1,8 +1,8 @@
 // `edge-ai-bridge help`: the commands and every variable with its default, the defaults read
 // from the schema itself so the help cannot drift from what the bridge does.
-import { OPS_USAGE } from './ops-cli-usage.js';
-import { VERSION } from '../version.js';
-import { EnvSchema, VARIABLES, type Variable } from '../config/variables.js';
+import { OPS_USAGE } from './store-commands-help.js';
+import { VERSION } from '../../version.js';
+import { EnvSchema, VARIABLES, type Variable } from '../../config/variables.js';
 
 /** One line each; docs/configuration.md has the whole story. Typed so a new variable needs one. */
 const MEANING: Record<Variable, string> = {

@@ -1,9 +1,9 @@
-// The admin HTTP's /v1/ routes (listed in admin.ts): each decodes the path and query, checks
+// The admin HTTP's /v1/ routes (listed in server.ts): each decodes the path and query, checks
 // the method and calls the AdminApi, returning the JSON body of a 200.
-import { HttpError } from '../../contract/index.js';
-import { fromCursor } from '../store/dead-letters.js';
-import type { DeadLetter, DeadLetterPage, UsageReport } from '../store/port.js';
-import type { BudgetReport } from './budgets-report.js';
+import { HttpError } from '../../../contract/index.js';
+import type { DeadLetter, DeadLetterPage, UsageReport } from '../../store/port.js';
+import type { BudgetReport } from '../budgets-report.js';
+import { pageQuery } from '../page-query.js';
 
 /** What the operator API reaches; the composition root binds it to the store and broker. */
 export interface AdminApi {
@@ -79,16 +79,6 @@ function deadLetterFields({ job, reply, atMs }: DeadLetter) {
     error: reply.ok ? undefined : reply.error,
     attempts: job.attempts,
   };
-}
-
-/** `limit` (an integer from 1 to `sizes.max`, default `sizes.default`) and `after` (a cursor a page handed out). */
-export function pageQuery(query: URLSearchParams, sizes: { default: number; max: number }): { limit: number; after: string | undefined } {
-  const raw = query.get('limit');
-  const limit = raw === null ? sizes.default : Number(raw);
-  if (!Number.isInteger(limit) || limit < 1 || limit > sizes.max) throw new HttpError(400, `limit must be an integer from 1 to ${sizes.max}`);
-  const after = query.get('after') ?? undefined;
-  if (after !== undefined && fromCursor(after) === undefined) throw new HttpError(400, 'after must be the `next` of an earlier page');
-  return { limit, after };
 }
 
 async function replayOne(api: AdminApi, key: string, only: Only): Promise<unknown> {

@@ -3,15 +3,15 @@
 // published on bridge/{instanceId}/metrics.
 //
 // Hot path: every label combination known in advance (priority × outcome, lock grants…) is
-// bound once at construction (metrics-observed.ts), so observing a request is an array/record
-// lookup and an increment. Values owned elsewhere are read at scrape time (metrics-scraped.ts).
+// bound once at construction (observed.ts), so observing a request is an array/record
+// lookup and an increment. Values owned elsewhere are read at scrape time (scraped.ts).
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
-import type { Priority, Reply } from '../../contract/index.js';
-import type { OverloadObserver, ShedReason } from '../intake/overload.js';
-import type { SchedulerObserver } from '../scheduling/scheduler.js';
-import type { QueueDepth } from '../store/port.js';
-import type { CircuitState } from '../upstream/breaker.js';
-import type { UpstreamResult } from '../upstream/client.js';
+import type { Priority, Reply } from '../../../contract/index.js';
+import type { OverloadObserver, ShedReason } from '../../intake/overload.js';
+import type { SchedulerObserver } from '../../scheduling/scheduler.js';
+import type { QueueDepth } from '../../store/port.js';
+import type { CircuitState } from '../../upstream/breaker.js';
+import type { UpstreamResult } from '../../upstream/client.js';
 import {
   CIRCUIT_VALUE,
   NO_PRIORITY,
@@ -23,13 +23,13 @@ import {
   type MetricsSources,
   type Outcome,
   type PriorityLabel,
-} from './metrics-common.js';
-import { registerOverload, registerRequests, registerWork, type OverloadMetrics, type RequestMetrics, type WorkMetrics } from './metrics-observed.js';
-import type { DashboardRecorder } from './dashboard/recorder.js';
-import { VERSION } from '../version.js';
-import { registerBrokerState, registerBudgetState, registerWorkState } from './metrics-scraped.js';
+} from './common.js';
+import { registerOverload, registerRequests, registerWork, type OverloadMetrics, type RequestMetrics, type WorkMetrics } from './observed.js';
+import type { DashboardRecorder } from '../dashboard/recorder.js';
+import { VERSION } from '../../version.js';
+import { registerBrokerState, registerBudgetState, registerWorkState } from './scraped.js';
 
-export { STORE_SCRAPE_TIMEOUT_MS, type MetricsSources } from './metrics-common.js';
+export { STORE_SCRAPE_TIMEOUT_MS, type MetricsSources } from './common.js';
 
 export interface MetricsSnapshot {
   instance: string;

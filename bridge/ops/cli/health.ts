@@ -1,7 +1,7 @@
 // `edge-ai-bridge health [--url URL]`: a running bridge's /readyz, for scripts and operators:
 // exit 0 when ready, 1 (with the reasons) when not or when nothing answers.
-import { readConfiguration } from '../config/config.js';
-import type { ReadinessState } from './readiness.js';
+import { readConfiguration } from '../../config/config.js';
+import type { ReadinessState } from '../readiness.js';
 
 const TIMEOUT_MS = 5000;
 

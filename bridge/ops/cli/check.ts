@@ -1,10 +1,10 @@
 // `edge-ai-bridge check`: what the service checks at start (the environment, CONFIG_FILE,
 // AUTH_FILE), without opening a port or connecting to Redis or a broker.
-import { loadAuthFile } from '../../broker/auth.js';
-import { ConfigError, type ConfigProblem } from '../../contract/index.js';
-import { fileCounts } from '../config/config-file.js';
-import { readConfiguration, type Config } from '../config/config.js';
-import { findTypos, typoMessage } from '../config/typos.js';
+import { loadAuthFile } from '../../../broker/auth.js';
+import { ConfigError, type ConfigProblem } from '../../../contract/index.js';
+import { fileCounts } from '../../config/config-file.js';
+import { readConfiguration, type Config } from '../../config/config.js';
+import { findTypos, typoMessage } from '../../config/typos.js';
 
 export interface CheckResult {
   problems: ConfigProblem[];

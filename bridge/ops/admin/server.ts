@@ -14,21 +14,15 @@
 // loopback; its actions are the /v1/ routes above.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { listen } from '../../broker/broker.js';
-import type { Logger } from '../logger.js';
-import { HttpError } from '../../contract/index.js';
-import { isLoopback } from '../config/config.js';
-import { operatorApi, type AdminApi, type Only } from './admin-v1.js';
-import { isDashboardPath, sendAccess, serveApi, serveFile, type DashboardApi } from './dashboard/http.js';
+import { listen } from '../../../broker/broker.js';
+import type { Logger } from '../../logger.js';
+import { HttpError } from '../../../contract/index.js';
+import { isLoopback } from '../../config/config.js';
+import type { Readiness } from '../readiness.js';
+import { operatorApi, type AdminApi, type Only } from './v1.js';
+import { isDashboardPath, sendAccess, serveApi, serveFile, type DashboardApi } from '../dashboard/http.js';
 
-export { MAX_USAGE_HOURS, type AdminApi } from './admin-v1.js';
-
-export interface Readiness {
-  ready: boolean;
-  /** Bound ports; MQTT ones only for the listeners of an embedded broker. */
-  ports: { http: number; mqtt?: number; mqttTls?: number; mqttWs?: number };
-  [detail: string]: unknown;
-}
+export { MAX_USAGE_HOURS, type AdminApi } from './v1.js';
 
 export interface AdminServer {
   readonly port: number;

@@ -1,6 +1,6 @@
 // `edge-ai-bridge hash-password`: reads a password from stdin (all of it, minus one trailing
 // newline) and prints the `scrypt$N$r$p$salt$hash` line an AUTH_FILE user needs.
-import { hashPassword } from '../../broker/auth.js';
+import { hashPassword } from '../../../broker/auth.js';
 
 export async function runHashPassword(): Promise<void> {
   const chunks: Buffer[] = [];

@@ -4,16 +4,16 @@
 //   edge-ai-bridge budgets
 // Without Redis these live inside the running process and only its admin API reaches them.
 import { Redis } from 'ioredis';
-import { newRedis } from '../../broker/redis-endpoint.js';
-import { ConfigError } from '../../contract/index.js';
-import { loadConfig, type Config } from '../config/config.js';
-import { RedisStore } from '../store/redis.js';
-import type { DeadLetter } from '../store/port.js';
-import { budgetReport } from './budgets-report.js';
-import { OPS_USAGE } from './ops-cli-usage.js';
-import { budgetsTable, deadLettersTable, usageTable } from './tables-cli.js';
+import { newRedis } from '../../../broker/redis-endpoint.js';
+import { ConfigError } from '../../../contract/index.js';
+import { loadConfig, type Config } from '../../config/config.js';
+import { RedisStore } from '../../store/redis.js';
+import type { DeadLetter } from '../../store/port.js';
+import { budgetReport } from '../budgets-report.js';
+import { OPS_USAGE } from './store-commands-help.js';
+import { budgetsTable, deadLettersTable, usageTable } from './tables.js';
 
-export { OPS_USAGE } from './ops-cli-usage.js';
+export { OPS_USAGE } from './store-commands-help.js';
 
 function fail(message: string): never {
   process.stderr.write(`edge-ai-bridge: ${message}\n`);

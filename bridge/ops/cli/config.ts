@@ -1,12 +1,12 @@
 // `edge-ai-bridge config [--json]`: the configuration the service would start with, each
 // variable's value and where it came from (default, CONFIG_FILE, environment), secrets
 // redacted; then what CONFIG_FILE holds. Starts nothing.
-import { fileCounts, type ConfigFile } from '../config/config-file.js';
-import { readConfiguration, type Config } from '../config/config.js';
-import { REDACTED, redactedUrl, shownValue, type Source } from '../config/settings.js';
-import { VARIABLES, type Variable } from '../config/variables.js';
+import { fileCounts, type ConfigFile } from '../../config/config-file.js';
+import { readConfiguration, type Config } from '../../config/config.js';
+import { REDACTED, redactedUrl, shownValue, type Source } from '../../config/settings.js';
+import { VARIABLES, type Variable } from '../../config/variables.js';
 import { defaultOf } from './help.js';
-import { table } from './tables-cli.js';
+import { table } from './tables.js';
 
 export interface ConfigEntry {
   variable: Variable;

@@ -1,7 +1,7 @@
 // The embedded broker's persistent sessions (clean=false): what their offline queues hold and
 // drop, and the sessions refused or expired. Read at scrape time; absent with BROKER_URL.
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { PREFIX, type MetricsSources } from './metrics-common.js';
+import { PREFIX, type MetricsSources } from './common.js';
 
 export function registerSessionState(registers: Registry[], sources: MetricsSources): void {
   const stats = (): ReturnType<NonNullable<MetricsSources['sessions']>> => sources.sessions?.();

@@ -4,7 +4,7 @@
 // are added up and handed to prom-client when it is read, and the histograms keep their
 // buckets in arrays, exposed in exactly the form prom-client's Histogram gives the registry.
 import type { Counter, Metric, Registry } from 'prom-client';
-import type { Child, HistogramChild } from './metrics-common.js';
+import type { Child, HistogramChild } from './common.js';
 
 /** A counter child whose increments reach prom-client when the counter is read. */
 export class Tally implements Child {

@@ -1,12 +1,12 @@
 // What the metrics files share: the name prefix, the label values bound in advance, the
 // buckets, and the sources read from the rest of the bridge at scrape (or snapshot) time.
-import type { SessionStats } from '../../broker/broker.js';
-import { ERROR_CODES, PRIORITIES } from '../../contract/index.js';
-import type { ShedReason } from '../intake/overload.js';
-import type { BrokerRefusals } from '../mqtt/port.js';
-import type { QueueDepth } from '../store/port.js';
-import type { BudgetReport } from './budgets-report.js';
-import type { CircuitState } from '../upstream/breaker.js';
+import type { SessionStats } from '../../../broker/broker.js';
+import { ERROR_CODES, PRIORITIES } from '../../../contract/index.js';
+import type { ShedReason } from '../../intake/overload.js';
+import type { BrokerRefusals } from '../../mqtt/port.js';
+import type { QueueDepth } from '../../store/port.js';
+import type { BudgetReport } from '../budgets-report.js';
+import type { CircuitState } from '../../upstream/breaker.js';
 
 export const PREFIX = 'edge_ai_bridge_';
 /** A reply without a priority (unparseable request, unknown priority class). */

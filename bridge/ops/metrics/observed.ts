@@ -1,9 +1,9 @@
 // The metrics the bridge observes on its hot path (replies, claims, shedding, upstream work),
 // each label combination known in advance bound once, so observing is a lookup and an increment
-// (per request, through metrics-fast.ts: tallies handed to prom-client at scrape, array histograms).
+// (per request, through fast.ts: tallies handed to prom-client at scrape, array histograms).
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { PRIORITIES, type Priority } from '../../contract/index.js';
-import type { ShedReason } from '../intake/overload.js';
+import { PRIORITIES, type Priority } from '../../../contract/index.js';
+import type { ShedReason } from '../../intake/overload.js';
 import {
   LATENCY_BUCKETS,
   OUTCOMES,
@@ -15,8 +15,8 @@ import {
   type HistogramChild,
   type Outcome,
   type PriorityLabel,
-} from './metrics-common.js';
-import { BucketHistogram, Tallies } from './metrics-fast.js';
+} from './common.js';
+import { BucketHistogram, Tallies } from './fast.js';
 
 export interface RequestMetrics {
   outcomes: Record<PriorityLabel, Record<Outcome, Child>>;

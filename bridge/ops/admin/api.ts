@@ -1,9 +1,9 @@
 // The operator API (/v1/ of the admin HTTP) over the store and the broker port.
-import { deviceIdOfClientId, type Priority } from '../../contract/index.js';
-import type { Budgets } from '../config/budgets.js';
-import type { Store } from '../store/port.js';
-import { budgetReport } from './budgets-report.js';
-import type { AdminApi } from './admin.js';
+import { deviceIdOfClientId, type Priority } from '../../../contract/index.js';
+import type { Budgets } from '../../config/budgets.js';
+import type { Store } from '../../store/port.js';
+import { budgetReport } from '../budgets-report.js';
+import type { AdminApi } from './server.js';
 
 const HOUR_MS = 3_600_000;
 

@@ -1,4 +1,4 @@
-// The operator commands' usage lines, apart from ops-cli.ts so `help` loads no Redis client.
+// The operator commands' usage lines, apart from store-commands.ts so `help` loads no Redis client.
 export const OPS_USAGE = `  dlq list [--limit N] | show DEVICE ID | replay [deviceId/id …] | purge --yes
             the dead-letter list of the deployment on REDIS_URL (REDIS_PREFIX): list prints
             a table, oldest first (read a page at a time), show one entry with its request

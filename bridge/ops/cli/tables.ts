@@ -1,8 +1,8 @@
 // The operator commands' tables: aligned columns and rounded figures for a terminal
 // (`--json` prints the raw report instead).
-import type { DeadLetter } from '../store/port.js';
-import type { UsageReport, UsageTotals } from '../store/usage-types.js';
-import type { BudgetReport } from './budgets-report.js';
+import type { DeadLetter } from '../../store/port.js';
+import type { UsageReport, UsageTotals } from '../../store/usage-types.js';
+import type { BudgetReport } from '../budgets-report.js';
 
 /** Left-aligned text, right-aligned figures (a column whose cells all look like numbers). */
 export function table(header: string[], rows: string[][]): string {

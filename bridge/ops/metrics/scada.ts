@@ -2,7 +2,7 @@
 // instance is the one publishing the Sparkplug Edge Node. Read at scrape time; 0 while neither
 // output is on.
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { PREFIX, type MetricsSources } from './metrics-common.js';
+import { PREFIX, type MetricsSources } from './common.js';
 
 export function registerScadaState(registers: Registry[], sources: MetricsSources): void {
   const stats = (): ReturnType<NonNullable<MetricsSources['scada']>> => sources.scada?.();

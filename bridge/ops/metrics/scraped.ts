@@ -1,12 +1,12 @@
 // The metrics whose values are owned elsewhere (queue depth in the store, in-flight count,
 // circuit states, connected clients, broker refusals), read at scrape time through `collect`.
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { PRIORITIES } from '../../contract/index.js';
-import type { BudgetReport } from './budgets-report.js';
-import { registerScadaState } from './metrics-scada.js';
-import { registerSessionState } from './metrics-sessions.js';
-import type { CircuitState } from '../upstream/breaker.js';
-import { PREFIX, readQueueDepth, STORE_SCRAPE_TIMEOUT_MS, withTimeout, type MetricsSources } from './metrics-common.js';
+import { PRIORITIES } from '../../../contract/index.js';
+import type { BudgetReport } from '../budgets-report.js';
+import { registerScadaState } from './scada.js';
+import { registerSessionState } from './sessions.js';
+import type { CircuitState } from '../../upstream/breaker.js';
+import { PREFIX, readQueueDepth, STORE_SCRAPE_TIMEOUT_MS, withTimeout, type MetricsSources } from './common.js';
 
 /** The queue, the jobs this instance holds and the providers' circuits. */
 export function registerWorkState(registers: Registry[], sources: MetricsSources): void {

@@ -3,9 +3,9 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Broker } from '../broker/broker.js';
-import { PRIORITIES, topics, type Priority, type RequestHandler } from '../contract/index.js';
+import { PRIORITIES, type Priority } from '../contract/index.js';
 import { Closers } from './closers.js';
-import type { Core, Identity } from './core.js';
+import type { Core } from './core.js';
 import { openDashboard } from './wire-dashboard.js';
 import type { Config } from './config/config.js';
 import { upstreamSettings } from './config/config-file.js';
@@ -16,8 +16,6 @@ import { Intake } from './intake/intake.js';
 import { LoadShedder } from './intake/overload.js';
 import type { Logger } from './logger.js';
 import type { RepeatingLogOptions } from './repeating-log.js';
-import { openEmbedded } from './mqtt/embedded.js';
-import { openExternal } from './mqtt/external.js';
 import type { MqttPort } from './mqtt/port.js';
 import { startAdmin, type AdminServer } from './ops/admin/server.js';
 import { DEFAULT_TICK_MS } from './ops/dashboard/dashboard.js';
@@ -26,21 +24,23 @@ import { adminApi } from './ops/admin/api.js';
 import { budgetReport } from './ops/budgets-report.js';
 import { BridgeMetrics } from './ops/metrics/bridge-metrics.js';
 import { readiness, type ReadinessState } from './ops/readiness.js';
-import { statusMessage, StatusTopics } from './ops/status.js';
+import { StatusTopics } from './ops/status.js';
 import { answerQueuedOnShutdown } from './recovery/shutdown-drain.js';
 import { Templates } from './intake/templates.js';
 import { rereadConfigFile } from './config/reload.js';
 import { Results } from './results/results.js';
 import { Scheduler } from './scheduling/scheduler.js';
-import { scadaObserverTopics, wireScada } from './wire-scada.js';
+import { wireScada } from './wire-scada.js';
 import type { ScadaOutputs } from './scada/outputs.js';
 import type { Store } from './store/port.js';
+import type { ProviderChain } from './upstream/chain.js';
 import { buildProviderChain } from './upstream/from-config.js';
 import { MemoryBreakerStore } from './upstream/breaker-memory.js';
 import type { BreakerStore } from './upstream/breaker-port.js';
 import { RedisBreakerStore } from './store/breaker-state.js';
 import type { ScadaState } from './store/scada-state.js';
-import { startSparkplug } from './wire-sparkplug.js';
+import { openSparkplug } from './wire-sparkplug.js';
+import { openMqtt } from './wire-mqtt.js';
 import { joinLiveness, startAdoption } from './wire-adoption.js';
 
 export interface RunningBridge {
@@ -93,14 +93,11 @@ export async function startBridge(
   try {
     const repeatLog = { intervalMs: options.repeatLogIntervalMs };
     const coordination = await openStore(config, log, closers, store, repeatLog);
-    const upstream = buildProviderChain(config, upstreamSettings(config, config.file), breakerStore(config, coordination.redis), log.child({ module: 'upstream' }));
-    closers.push('upstream', () => upstream.close());
+    const upstream = openUpstream(config, coordination, log, closers);
     const gate = new IntakeGate();
     await joinLiveness(config, coordination, instanceId, log, closers);
-    const mqtt = await openMqtt(config, identity, gate.handler, log, coordination, repeatLog);
-    closers.push('mqtt', () => mqtt.close());
-    const sparkplug = await startSparkplug({ config, instanceId, owner: identity.owner, mqtt, state: coordination.scada, log, leaseTtlMs: options.sparkplugLeaseTtlMs });
-    if (sparkplug) closers.push('sparkplug', () => sparkplug.stop());
+    const mqtt = await openMqtt(config, identity, gate.handler, log, coordination, repeatLog, closers);
+    const sparkplug = await openSparkplug({ config, instanceId, owner: identity.owner, mqtt, state: coordination.scada, log, leaseTtlMs: options.sparkplugLeaseTtlMs, closers });
     const live = { templates: new Templates(config.file.templates), weights: config.file.weights, budgets: config.file.budgets };
     return await startPipeline({ config, identity, log, closers, coordination, upstream, mqtt, live, sparkplug }, gate, options);
   } catch (err) {
@@ -118,84 +115,44 @@ async function openStore(config: Config, log: Logger, closers: Closers, store: S
   return coordination;
 }
 
-/** The embedded broker, or the plant's broker joined as a client (BROKER_URL). */
-async function openMqtt(
-  config: Config,
-  { instanceId, since }: Identity,
-  onRequest: RequestHandler,
-  log: Logger,
-  coordination: Coordination,
-  repeatLog: RepeatingLogOptions,
-): Promise<MqttPort & { broker?: Broker }> {
-  const { brokerUrl } = config;
-  if (brokerUrl === undefined) {
-    try {
-      // A CONNECT while Redis is unreachable is refused at once rather than left waiting for the sessions.
-      const brokerConfig = { ...config, observerTopics: scadaObserverTopics(config) };
-      return await openEmbedded(brokerConfig, onRequest, log, coordination.plugins, { available: () => coordination.healthy() });
-    } catch (err) {
-      await coordination.plugins?.close(); // the broker owns the plugins only once it started
-      throw err;
-    }
-  }
-  // With a liveness lease another instance adopts what a crashed start left (wire-adoption.ts).
-  if (config.instanceId === undefined && (coordination.sessions === undefined || config.brokerAdoptAfterMs === 0)) {
-    log.warn(
-      'INSTANCE_ID is not set: this start joins the broker under a new client id, so what the previous one left unacknowledged in its session waits there until BROKER_SESSION_EXPIRY_S; set a stable INSTANCE_ID',
-    );
-  }
-  const status = { online: statusMessage('online', instanceId, since), offline: statusMessage('offline', instanceId, since) };
-  return openExternal({ ...config, brokerUrl }, instanceId, { topic: topics.status(instanceId), ...status }, onRequest, log, repeatLog);
+/** The providers the upstream calls go to, with each one's circuit where the coordination keeps state. */
+function openUpstream(config: Config & { upstreamUrl: string }, coordination: Coordination, log: Logger, closers: Closers): ProviderChain {
+  const upstream = buildProviderChain(config, upstreamSettings(config, config.file), breakerStore(config, coordination.redis), log.child({ module: 'upstream' }));
+  closers.push('upstream', () => upstream.close());
+  return upstream;
 }
 
-/** Metrics, results, overload guard, scheduler, admin HTTP, intake, then `online` and the claim loop. */
+/** Each provider's circuit in Redis when the bridge coordinates through one, so every instance shares it. */
+function breakerStore(config: Config, redis: Redis | undefined): BreakerStore {
+  return redis ? new RedisBreakerStore(redis, config.redisPrefix) : new MemoryBreakerStore();
+}
+
+/**
+ * Metrics, results, admin HTTP, status, overload guard, scheduler, intake, then `online` and
+ * the claim loop: each opened part pushes its closer, so a stop closes intake first, then lets
+ * the scheduler finish, then goes offline.
+ */
 async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOptions): Promise<RunningBridge> {
-  const { config, identity, log, closers, coordination, upstream, mqtt } = core;
+  const { config, identity, log, closers, coordination, mqtt } = core;
   const { store } = coordination;
   let stopping = false;
+  // Opened after the admin HTTP and the overload guard, which read it only once it runs.
+  let scheduler: Scheduler | undefined;
   const recorder = new DashboardRecorder(identity.instanceId);
-  const metrics = buildMetrics(core, recorder, { inFlight: () => scheduler.inFlight, scada: () => scada });
+  const metrics = buildMetrics(core, recorder, { inFlight: () => scheduler?.inFlight ?? 0, scada: () => scada });
   const { results, scada } = buildResults(core, metrics);
-  const shedder = buildShedder(core, metrics, () => scheduler);
-  const { prices, embeddingModel } = config.file;
-  const scheduler: Scheduler = new Scheduler({
-    config: { ...config, prices, embeddingModel },
-    store,
-    upstream,
-    results,
-    logger: log.child({ module: 'scheduler' }),
-    owner: identity.owner,
-    observer: metrics,
-    queueWait: shedder,
-    outage: coordination.outage,
-  });
-  const admin = await openAdmin(core, metrics, scheduler, () => stopping, { recorder, tickMs: options.dashboardTickMs ?? DEFAULT_TICK_MS });
-  const status = new StatusTopics({
-    ...identity,
-    publish: mqtt.publish,
-    snapshot: () => metrics.snapshot(identity.instanceId),
-    intervalMs: options.metricsIntervalMs ?? DEFAULT_METRICS_INTERVAL_MS,
-    logger: log,
-  });
-  closers.push('status', () => status.offline());
-  shedder.start();
-  closers.push('overload guard', () => shedder.stop());
-  closers.push('scheduler', async () => {
-    await scheduler.stop(config.shutdownGraceMs);
-    await answerQueuedOnShutdown(store, results, log);
-  });
-  const intake = openIntake(core, { results, shedder, scheduler, metrics });
-  gate.open(intake, metrics);
-  closers.push('intake', async () => {
-    await mqtt.quiesce();
-    intake.stop();
-  });
+  const admin = await openAdmin(core, metrics, () => scheduler, () => stopping, { recorder, tickMs: options.dashboardTickMs ?? DEFAULT_TICK_MS });
+  const status = openStatus(core, metrics, options);
+  const shedder = openShedder(core, metrics, () => scheduler);
+  const running = openScheduler(core, { results, metrics, shedder });
+  scheduler = running;
+  openIntake(core, gate, { results, shedder, scheduler: running, metrics });
   startAdoption(core, gate.handler);
   // Intake opens first: with the plant's broker, requests waiting in the session arrive on the
   // same connection ahead of the status message's PUBACK, which waits behind their admission.
   await status.online();
   closers.push('metrics snapshots', () => status.stopSnapshots());
-  scheduler.start();
+  running.start();
   const { mqtt: mqttPort, mqttTls: mqttTlsPort, mqttWs: mqttWsPort } = mqtt.ports;
   log.info({ broker: mqtt.mode, mqttPort, mqttTlsPort, mqttWsPort, httpPort: admin.port, store: coordination.kind }, 'bridge ready');
 
@@ -212,7 +169,7 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
     async shutdown() {
       if (stopping) return;
       stopping = true;
-      log.info({ graceMs: config.shutdownGraceMs, inFlight: scheduler.inFlight }, 'shutting down');
+      log.info({ graceMs: config.shutdownGraceMs, inFlight: running.inFlight }, 'shutting down');
       await closers.closeAll(config.shutdownGraceMs + STOP_MARGIN_MS);
       log.info('stopped');
     },
@@ -254,7 +211,7 @@ function buildResults(core: Core, metrics: BridgeMetrics): { results: Results; s
 async function openAdmin(
   core: Core,
   metrics: BridgeMetrics,
-  scheduler: Scheduler,
+  scheduler: () => Scheduler | undefined,
   stopping: () => boolean,
   board: { recorder: DashboardRecorder; tickMs: number },
 ): Promise<AdminServer> {
@@ -262,7 +219,7 @@ async function openAdmin(
   let httpPort = config.httpPort;
   const ready = (port: number): ReadinessState =>
     readiness({ instanceId: identity.instanceId, stopping, store: coordination, providers: () => upstream.health(), mqtt }, port);
-  const dashboard = await openDashboard(core, { ...board, readiness: () => ready(httpPort), inFlight: () => scheduler.inFlight });
+  const dashboard = await openDashboard(core, { ...board, readiness: () => ready(httpPort), inFlight: () => scheduler()?.inFlight ?? 0 });
   const admin = await startAdmin({
     host: config.httpHost,
     port: config.httpPort,
@@ -274,7 +231,7 @@ async function openAdmin(
     api: adminApi({
       store: coordination.store,
       priorityOffsetsMs: config.priorityOffsetsMs,
-      wake: () => scheduler.wake(),
+      wake: () => scheduler()?.wake(),
       clientIds: () => mqtt.clientIds(),
       budgets: () => core.live.budgets,
     }),
@@ -284,13 +241,26 @@ async function openAdmin(
   return admin;
 }
 
+/** bridge/{instanceId}/status and /metrics: `offline` is the stop's last word to MQTT. */
+function openStatus({ identity, mqtt, log, closers }: Core, metrics: BridgeMetrics, options: BridgeOptions): StatusTopics {
+  const status = new StatusTopics({
+    ...identity,
+    publish: mqtt.publish,
+    snapshot: () => metrics.snapshot(identity.instanceId),
+    intervalMs: options.metricsIntervalMs ?? DEFAULT_METRICS_INTERVAL_MS,
+    logger: log,
+  });
+  closers.push('status', () => status.offline());
+  return status;
+}
+
 /** Load shedding at admission: event-loop delay, pending admissions and, when set, queue wait. */
-function buildShedder({ config, coordination, log }: Core, metrics: BridgeMetrics, scheduler: () => Scheduler): LoadShedder {
+function openShedder({ config, coordination, log, closers }: Core, metrics: BridgeMetrics, scheduler: () => Scheduler | undefined): LoadShedder {
   const queueEstimate = {
     depth: () => coordination.store.operations.queueDepth(),
-    capacityPerS: (): number | undefined => scheduler().capacityPerS(coordination.instances()),
+    capacityPerS: (): number | undefined => scheduler()?.capacityPerS(coordination.instances()),
   };
-  return new LoadShedder({
+  const shedder = new LoadShedder({
     overloadDelayMs: config.overloadDelayMs,
     maxPendingAdmissions: config.maxPendingAdmissions,
     overloadQueueWaitMs: config.overloadQueueWaitMs,
@@ -298,6 +268,31 @@ function buildShedder({ config, coordination, log }: Core, metrics: BridgeMetric
     logger: log.child({ module: 'overload' }),
     observer: metrics,
   });
+  shedder.start();
+  closers.push('overload guard', () => shedder.stop());
+  return shedder;
+}
+
+/** The claim loop; its stop lets the work in flight finish (SHUTDOWN_GRACE_MS) and answers what stays queued in memory. */
+function openScheduler(core: Core, { results, metrics, shedder }: { results: Results; metrics: BridgeMetrics; shedder: LoadShedder }): Scheduler {
+  const { config, identity, log, closers, coordination, upstream } = core;
+  const { prices, embeddingModel } = config.file;
+  const scheduler = new Scheduler({
+    config: { ...config, prices, embeddingModel },
+    store: coordination.store,
+    upstream,
+    results,
+    logger: log.child({ module: 'scheduler' }),
+    owner: identity.owner,
+    observer: metrics,
+    queueWait: shedder,
+    outage: coordination.outage,
+  });
+  closers.push('scheduler', async () => {
+    await scheduler.stop(config.shutdownGraceMs);
+    await answerQueuedOnShutdown(coordination.store, results, log);
+  });
+  return scheduler;
 }
 
 /** SIGHUP: CONFIG_FILE's templates, weights and budgets read again (config/reload.ts). */
@@ -311,7 +306,21 @@ function reloadLive({ config, live, log }: Core): void {
   log.info({ templates: live.templates.names(), weights: Object.keys(file.weights).length, budgets }, 'CONFIG_FILE reloaded: templates, weights and budgets');
 }
 
+/** Admission behind the gate the broker already delivers to; its stop first lets the broker stop delivering. */
 function openIntake(
+  core: Core,
+  gate: IntakeGate,
+  parts: { results: Results; shedder: LoadShedder; scheduler: Scheduler; metrics: BridgeMetrics },
+): void {
+  const intake = buildIntake(core, parts);
+  gate.open(intake, parts.metrics);
+  core.closers.push('intake', async () => {
+    await core.mqtt.quiesce();
+    intake.stop();
+  });
+}
+
+function buildIntake(
   { config, coordination, log, live }: Core,
   { results, shedder, scheduler, metrics }: { results: Results; shedder: LoadShedder; scheduler: Scheduler; metrics: BridgeMetrics },
 ): Intake {
@@ -345,9 +354,4 @@ function openIntake(
     onBudgetRefused: (budget) => metrics.budgetRefused(budget),
     onReplyDropped: () => metrics.refusalReplyDropped(),
   });
-}
-
-/** Each provider's circuit in Redis when the bridge coordinates through one, so every instance shares it. */
-function breakerStore(config: Config, redis: Redis | undefined): BreakerStore {
-  return redis ? new RedisBreakerStore(redis, config.redisPrefix) : new MemoryBreakerStore();
 }

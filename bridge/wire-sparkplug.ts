@@ -1,6 +1,7 @@
 // Wiring of the Sparkplug B Edge Node (SPARKPLUG_GROUP_ID set): its link to MQTT (a dedicated
 // connection to the plant's broker, or the embedded broker), the devices gone from the
 // embedded broker announced to the fleet, and the node started and stopped with the bridge.
+import type { Closers } from './closers.js';
 import type { Broker } from '../broker/broker.js';
 import type { Config } from './config/config.js';
 import { outputFields } from './config/output.js';
@@ -22,7 +23,8 @@ export interface SparkplugWiring {
   state: ScadaState;
   log: Logger;
   /** Tests: a shorter lease (default edge-node.ts DEFAULT_LEASE_TTL_MS). */
-  leaseTtlMs?: number;
+  leaseTtlMs?: number | undefined;
+  closers: Closers;
 }
 
 export interface RunningSparkplug {
@@ -32,7 +34,7 @@ export interface RunningSparkplug {
 }
 
 /** Undefined while Sparkplug is off. */
-export async function startSparkplug(w: SparkplugWiring): Promise<RunningSparkplug | undefined> {
+export async function openSparkplug(w: SparkplugWiring): Promise<RunningSparkplug | undefined> {
   const settings = sparkplugSettings(w.config);
   if (!settings) return undefined;
   const log = w.log.child({ module: 'sparkplug', group: settings.groupId, node: settings.edgeNodeId });
@@ -55,6 +57,7 @@ export async function startSparkplug(w: SparkplugWiring): Promise<RunningSparkpl
     w.state.announce({ kind: 'gone', deviceId, atMs: Date.now() }).catch((err: unknown) => log.warn({ err, deviceId }, 'device gone not announced'));
   });
   await node.start();
+  w.closers.push('sparkplug', () => node.stop());
   log.info({ primaryHost: settings.primaryHostId }, 'Sparkplug B Edge Node on');
   return { settings, node, stop: () => node.stop() };
 }

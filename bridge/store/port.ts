@@ -184,13 +184,16 @@ export interface JobQueue {
    * claim took it: an idle instance answers a request with one store call less.
    */
   admit(job: Job, limits: AdmitLimits, now: number, claim?: ClaimOptions): Promise<AdmitResult>;
+
   /**
    * Best jobs by score whose lock is free, each taking one upstream rate token, leased to
    * `owner`. Jobs whose lock is held are parked until the holder finishes.
    */
   claim(options: ClaimOptions, now: number): Promise<ClaimResult>;
+
   /** Extends the leases (and their locks) still held by `owner`; false for each lost one. */
   renew(owner: string, keys: string[], leaseMs: number, now: number): Promise<boolean[]>;
+
   /**
    * Records the reply of a job `owner` holds, before it is published, so that whoever takes
    * the job over after a crash publishes this same reply rather than calling the upstream
@@ -203,6 +206,7 @@ export interface JobQueue {
    * requeues the job instead of returning it as exhausted, and complete forgets it.
    */
   recordReply(job: Job, reply: Reply, owner: string): Promise<RecordResult>;
+
   /**
    * The job ended with `reply`: remember it for IDEMPOTENCY_TTL_S, release its lease and lock
    * if it holds them, and, when `deadLetter`, keep it on the dead-letter list (within its
@@ -210,13 +214,16 @@ export interface JobQueue {
    * bookkeeping (cache entry, end of its coalescing flight, usage) is done in the same step.
    */
   complete(job: Job, reply: Reply, options: CompleteOptions, now: number): Promise<void>;
+
   /** Hands held jobs back to the queue (shutdown); their attempts are unchanged. */
   release(jobs: ClaimedJob[], now: number): Promise<void>;
+
   /**
    * Expired leases back to the queue (attempts + 1) or, past maxAttempts, returned for a final
    * reply. A job with a recorded reply is always requeued: its next claim publishes that reply.
    */
   reap(maxAttempts: number, now: number): Promise<Job[]>;
+
   /** Removes and returns every queued job (memory store at shutdown: they cannot survive). */
   drain(): Promise<Job[]>;
 }
@@ -228,15 +235,19 @@ export interface Limits {
    * quota, as admit counts every other one; over the quota, nothing is counted.
    */
   chargeQuota(deviceId: string, rpm: number, now: number): Promise<QuotaCharge>;
+
   /** One more upstream call's budget (a retry). */
   takeRate(tokens: number, rpm: number, tpm: number | undefined, now: number): Promise<RateTake>;
+
   /**
    * Replaces a call's token estimate with what the upstream reported using, so
    * RATE_LIMIT_TPM counts real tokens (a no-op once the call has left the window).
    */
   settleTokens(callId: string, tokens: number): Promise<void>;
+
   /** A 429 pauses dispatch to the upstream for every instance until `untilMs`. */
   pauseUpstream(untilMs: number): Promise<void>;
+
   /** Ends reservations (admit made them) with what each request really used (0 when it failed); complete() does it for its job. */
   settleBudgets(settled: Array<{ charge: BudgetCharge; used: number }>): Promise<void>;
 }
@@ -248,14 +259,17 @@ export interface Answers {
    * idempotency record checked again and the reply recorded as the answer (no queueing).
    */
   admitAnswered(job: Job, reply: Reply, ttlS: number, now: number): Promise<AdmitResult>;
+
   /** A finished job's reply, to answer a duplicate (also how tests read idempotency records). */
   storedReply(key: string, now: number): Promise<Reply | undefined>;
+
   /**
    * The cache entry itself. The request path reads it inside admit and writes it inside
-   * complete; these are how tests (and the memory store internally) read and write it.
+   * complete; these are how tests read and write it.
    */
   cacheGet(cacheKey: string, now: number): Promise<CachedAnswer | undefined>;
   cacheSet(cacheKey: string, answer: CachedAnswer, ttlMs: number, now: number): Promise<void>;
+
   /**
    * Coalescing, one step for any number of jobs (a claim's worth): for each, the cached
    * answer if there is one by now; else makes its job the one calling the upstream for its
@@ -263,8 +277,10 @@ export interface Answers {
    * Entries are handled in order, so of two identical ones the first leads.
    */
   lead(flights: FlightClaim[], leaseMs: number, now: number): Promise<Lead[]>;
+
   /** The leader is done (its answer, if any, is in the cache). */
   unlead(cacheKey: string, jobKey: string): Promise<void>;
+
   /** Adds one answered call to the hour's totals (kept about a week). */
   recordUsage(record: UsageRecord, now: number): Promise<void>;
 }
@@ -272,12 +288,16 @@ export interface Answers {
 /** What an operator reads and does: queue depth and bytes, dead letters, usage and budget reports. */
 export interface Operations {
   queueDepth(): Promise<QueueDepth>;
+
   /** The stored size of every job admitted and not yet answered, as QUEUE_MAX_BYTES counts it. */
   queueBytes(): Promise<number>;
+
   /** Jobs completed with `deadLetter` (CompleteOptions), bounded and paged. */
   readonly deadLetters: DeadLetters;
+
   /** Totals of the hours from `fromMs` to `toMs`. */
   usage(fromMs: number, toMs: number): Promise<UsageReport>;
+
   /** What these budgets' periods have used and reserved, per subject. */
   budgetUse(periods: BudgetPeriod[]): Promise<BudgetUse[]>;
 }

@@ -1,18 +1,18 @@
 // Chooses the coordination the configuration asks for: in-process (no REDIS_URL) or one
 // Redis shared by every instance, for the bridge's store and the broker's plugins alike.
 import { Redis, type RedisOptions } from 'ioredis';
-import { newRedis, reportConnection, type RedisEndpoint } from '../broker/redis-endpoint.js';
-import { createClusterPlugins, type ClusterPlugins } from '../broker/cluster.js';
-import { Presence } from '../broker/presence.js';
+import { createClusterPlugins, type ClusterPlugins, type OpenRedis } from '../broker/cluster.js';
 import { ConfigError } from '../contract/index.js';
 import type { Config } from './config/config.js';
+import { newRedis, type RedisEndpoint } from './config/redis-endpoint.js';
 import type { Logger } from './logger.js';
 import { checkRedisPolicy, checkRedisVersion } from './store/redis-check.js';
 import { MemoryReports, RedisReports, type InstanceReports } from './store/instance-reports.js';
 import { MemoryStore } from './store/memory.js';
 import { RedisStore, type RedisStoreOptions } from './store/redis.js';
 import { RedisHealth } from './store/redis-health.js';
-import { storeOutage } from './store/outage.js';
+import { reportConnection, storeOutage } from './store/outage.js';
+import { Presence } from './store/presence.js';
 import type { ConditionReport, RepeatingLogOptions } from './repeating-log.js';
 import { redisKeys } from './store/redis-keys.js';
 import { MemoryScadaState } from './store/memory-scada-state.js';
@@ -113,7 +113,7 @@ export async function openCoordination(
   // plant's broker (BROKER_URL) that broker does it.
   let plugins: ClusterPlugins | undefined;
   try {
-    if (config.brokerUrl === undefined) plugins = await createClusterPlugins(config.redis, config.redisPrefix, log, { presence, report: outage });
+    if (config.brokerUrl === undefined) plugins = await createClusterPlugins(openRedis(config.redis), config.redisPrefix, log, { presence, report: outage });
   } catch (err) {
     await presence.leave();
     disconnect();
@@ -143,6 +143,12 @@ export async function openCoordination(
     },
   };
 }
+
+/** The broker's way to the same Redis, for the connections its plugins open with their own ioredis. */
+const openRedis =
+  (endpoint: RedisEndpoint): OpenRedis =>
+  (Redis, options) =>
+    newRedis(Redis, endpoint, options);
 
 /** Connects, checks the server (version, eviction policy) and moves an older version's keys. */
 async function openRedisStore(

@@ -23,7 +23,6 @@ import { MemorySessions } from './sessions-memory.js';
 import { SubscriptionLimit } from './subscription-limit.js';
 import { DEFAULT_MAX_TOPIC_LENGTH } from './topic-length.js';
 
-export { listen } from './listeners.js';
 export type { BrokerConfig } from './options.js';
 export type { Refusals } from './context.js';
 export type { SessionStats } from './session-limits.js';

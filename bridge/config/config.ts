@@ -2,7 +2,7 @@
 // `settings` the environment overrides (settings.ts). Every problem is reported at once, each
 // on a line naming its variable (ConfigError).
 import { ConfigError, type ConfigProblem } from '../../contract/index.js';
-import type { RedisEndpoint } from '../../broker/redis-endpoint.js';
+import type { RedisEndpoint } from './redis-endpoint.js';
 import { checkConfigFile, parseConfigFile, type ConfigFile, type ParsedConfigFile } from './config-file.js';
 import { mergeSettings, shownValue, type Merged } from './settings.js';
 import { camelCase, EnvSchema, VARIABLES, type Env, type EnvFields, type Variable } from './variables.js';

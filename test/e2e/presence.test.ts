@@ -4,8 +4,9 @@
 // sends its publishes nowhere near Redis, and a second instance makes both go through it again.
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { Presence } from '../../broker/presence.js';
+import { Presence } from '../../bridge/store/presence.js';
 import { createLogger } from '../../bridge/logger.js';
+import { storeOutage } from '../../bridge/store/outage.js';
 import { redisKeys } from '../../bridge/store/redis-keys.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
 import { ask } from '../helpers/harness.js';
@@ -32,6 +33,7 @@ async function join(prefix: string, name: string, redis = query(), log = logger)
     channel: redisKeys(prefix).instances,
     connectionName: `${prefix}:${name}`,
     logger: log,
+    report: storeOutage(log),
   });
   cleanup.push(() => presence.leave());
   return presence;

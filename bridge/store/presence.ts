@@ -1,6 +1,6 @@
 // Whether this bridge instance is the only one on its deployment's Redis. While it is, the
 // broker's emitter delivers its publishes itself instead of sending each through Redis
-// pub/sub and receiving it back (cluster.ts), a large share of the CPU a request costs a
+// pub/sub and receiving it back (broker/cluster.ts), a large share of the CPU a request costs a
 // single instance with REDIS_URL (docs/performance.md).
 //
 // Each instance keeps one connection SUBSCRIBEd to `{prefix}:instances`; PUBSUB NUMSUB counts
@@ -17,9 +17,11 @@
 //   counted it or stopped trusting its last count.
 // Redis Cluster counts subscribers per node, so there the instance never considers itself alone.
 import { Redis } from 'ioredis';
-import { newRedis, reportConnection, warnEach, type ConnectionReport, type RedisEndpoint } from './redis-endpoint.js';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Logger } from 'pino';
+import { newRedis, type RedisEndpoint } from '../config/redis-endpoint.js';
+import type { Logger } from '../logger.js';
+import type { ConditionReport } from '../repeating-log.js';
+import { reportConnection } from './outage.js';
 
 export const POLL_MS = 250;
 export const TRUST_MS = 500;
@@ -35,8 +37,8 @@ export interface PresenceOptions {
   /** The marker connection's CLIENT SETNAME. */
   connectionName: string;
   logger: Logger;
-  /** Where the marker connection's errors and recoveries go (default: each error a warning). */
-  report?: ConnectionReport;
+  /** Where the marker connection's errors and recoveries go: the store's outage. */
+  report: ConditionReport;
 }
 
 export class Presence {
@@ -59,7 +61,7 @@ export class Presence {
     private readonly clustered: boolean,
   ) {
     this.marker = newRedis(Redis, opts.redis, { connectionName: opts.connectionName, lazyConnect: true, maxRetriesPerRequest: null });
-    reportConnection(this.marker, 'presence', opts.report ?? warnEach(opts.logger, 'presence connection error'));
+    reportConnection(this.marker, 'presence', opts.report);
     this.marker.on('close', () => {
       this.marked = false;
       this.epoch += 1;

@@ -7,6 +7,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../bridge/logger.js';
 import { startBroker, type Broker, type BrokerConfig } from '../../broker/broker.js';
 import { createClusterPlugins, type ClusterPlugins, type OpenRedis } from '../../broker/cluster.js';
+import { loadConfig } from '../../bridge/config/config.js';
 import { newRedis } from '../../bridge/config/redis-endpoint.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { sleep } from '../helpers/harness.js';
@@ -14,7 +15,9 @@ import { startPrivateRedis, type PrivateRedis } from '../../bench/redis-server.j
 
 const logger = createLogger('silent');
 const redis = connectRedis();
+// The schema's defaults for every limit, as the bridge passes them.
 const config: BrokerConfig = {
+  ...loadConfig({}),
   mqttHost: '127.0.0.1',
   mqttPort: 0,
   allowAnonymous: true,

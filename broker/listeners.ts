@@ -175,7 +175,7 @@ async function listenWebSocket(intake: Intake, wsPort: number): Promise<number> 
   const wss = new WebSocketServer({
     server: http,
     maxPayload: 2 * intake.limits.maxPacketBytes,
-    verifyClient: originCheck(intake, allowedOrigins(config.mqttWsAllowedOrigins ?? [])),
+    verifyClient: originCheck(intake, allowedOrigins(config.mqttWsAllowedOrigins)),
   });
   wss.on('connection', (ws, req: IncomingMessage) => {
     track(intake, req.socket);

@@ -13,7 +13,7 @@ export interface ListenerOptions {
   tlsCaFile?: string | undefined;
   mqttWsPort?: number | undefined;
   /** Browser Origins the WebSocket listener accepts (`scheme://host[:port]`); none: no browser. */
-  mqttWsAllowedOrigins?: readonly string[] | undefined;
+  mqttWsAllowedOrigins: readonly string[];
 }
 
 export interface BrokerConfig extends ListenerOptions {

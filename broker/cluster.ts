@@ -132,7 +132,7 @@ export async function createClusterPlugins(
     await Promise.all(connections.map((conn) => ready(conn, connectTimeoutMs)));
   } catch (err) {
     for (const conn of connections) conn.disconnect();
-    throw new Error(`REDIS_URL: cannot connect to Redis for the MQTT broker: ${(err as Error).message}`);
+    throw new Error(`REDIS_URL: cannot connect to Redis for the MQTT broker: ${(err as Error).message}`, { cause: err });
   }
 
   const MQEmitterRedisPrefix = (mqemitterRedis as unknown as { MQEmitterRedisPrefix?: PrefixedEmitterConstructor })

@@ -231,7 +231,7 @@ export class MemoryStore implements Store {
     if (options.usage) await this.recordUsage(options.usage, now);
   }
 
-  async release(jobs: ClaimedJob[], now: number): Promise<void> {
+  async release(jobs: ClaimedJob[], _now: number): Promise<void> {
     for (const held of jobs) {
       if (!this.leases.has(held.key)) continue;
       this.dropLease(held.key);

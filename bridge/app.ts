@@ -77,7 +77,7 @@ const DEFAULT_METRICS_INTERVAL_MS = 5000;
 const STOP_MARGIN_MS = 10_000;
 
 /**
- * `upstreamUrl` must be resolved by the caller (main starts the simulator when it is unset).
+ * `upstreamUrl` must be resolved by the caller (service.ts: UPSTREAM_URL, or its entry's stand-in).
  * `store` replaces the one the configuration implies (tests wrap it to slow or fail steps).
  */
 export async function startBridge(

@@ -1,19 +1,19 @@
 // Chooses the coordination the configuration asks for: in-process (no REDIS_URL) or one
 // Redis shared by every instance, for the bridge's store and the broker's plugins alike.
 import { Redis, type RedisOptions } from 'ioredis';
-import { newRedis, reportConnection, type RedisEndpoint } from '../broker/redis-endpoint.js';
-import { createClusterPlugins, type ClusterPlugins } from '../broker/cluster.js';
-import { Presence } from '../broker/presence.js';
+import { createClusterPlugins, type ClusterPlugins, type OpenRedis } from '../broker/cluster.js';
 import { ConfigError } from '../contract/index.js';
 import { Closers } from './closers.js';
 import type { Config } from './config/config.js';
+import { newRedis, type RedisEndpoint } from './config/redis-endpoint.js';
 import type { Logger } from './logger.js';
 import { checkRedisPolicy, checkRedisVersion } from './store/redis-check.js';
 import { MemoryReports, RedisReports, type InstanceReports } from './store/instance-reports.js';
 import { MemoryStore } from './store/memory.js';
 import { RedisStore, type RedisStoreOptions } from './store/redis.js';
 import { RedisHealth } from './store/redis-health.js';
-import { storeOutage } from './store/outage.js';
+import { reportConnection, storeOutage } from './store/outage.js';
+import { Presence } from './store/presence.js';
 import type { ConditionReport, RepeatingLogOptions } from './repeating-log.js';
 import { redisKeys } from './store/redis-keys.js';
 import { MemoryScadaState } from './store/memory-scada-state.js';
@@ -111,7 +111,7 @@ async function openRedisCoordination(
   closers.push('presence', () => presence.leave());
   // The embedded brokers of a fleet share subscriptions and sessions through Redis; with the
   // plant's broker (BROKER_URL) that broker does it. The broker closes the plugins.
-  const plugins = config.brokerUrl === undefined ? await createClusterPlugins(config.redis, config.redisPrefix, log, { presence, report: outage }) : undefined;
+  const plugins = config.brokerUrl === undefined ? await createClusterPlugins(openRedis(config.redis), config.redisPrefix, log, { presence, report: outage }) : undefined;
   const scada = new RedisScadaState(redis, { prefix: config.redisPrefix, bounds: scadaBounds(config), logger: log });
   closers.push('scada', () => scada.close());
   // Connections closing from here on are expected.
@@ -136,7 +136,7 @@ async function joinPresence(config: Pick<Config, 'redisPrefix'> & { redis: Redis
   try {
     return await Presence.join({
       query: redis,
-      redis: config.redis,
+      openMarker: (options) => newRedis(Redis, config.redis, options),
       channel,
       connectionName: `edge-ai-bridge:${config.redisPrefix}:presence`,
       logger: log,
@@ -146,6 +146,12 @@ async function joinPresence(config: Pick<Config, 'redisPrefix'> & { redis: Redis
     throw new ConfigError('REDIS_URL', `cannot subscribe to ${channel}: ${(err as Error).message}`);
   }
 }
+
+/** The broker's way to the same Redis, for the connections its plugins open with their own ioredis. */
+const openRedis =
+  (endpoint: RedisEndpoint): OpenRedis =>
+  (Redis, options) =>
+    newRedis(Redis, endpoint, options);
 
 /** Connects, checks the server (version, eviction policy) and moves an older version's keys. */
 async function openRedisStore(

@@ -21,9 +21,7 @@ import { withoutPrototype } from './prototype-less.js';
 import { SessionLimits, type SessionLimitsConfig, type SessionStats } from './session-limits.js';
 import { MemorySessions } from './sessions-memory.js';
 import { SubscriptionLimit } from './subscription-limit.js';
-import { DEFAULT_MAX_TOPIC_LENGTH } from './topic-length.js';
 
-export { listen } from './listeners.js';
 export type { BrokerConfig } from './options.js';
 export type { Refusals } from './context.js';
 export type { SessionStats } from './session-limits.js';
@@ -60,15 +58,6 @@ export interface BrokerOptions {
 const FLUSH_MIN_MS = 50;
 const FLUSH_MAX_MS = 1000;
 
-// The contract's defaults, for a BrokerConfig that does not set them.
-const DEFAULT_MAX_PAYLOAD_BYTES = 262_144;
-const DEFAULT_MAX_CLIENT_BACKLOG_BYTES = 4_194_304;
-const DEFAULT_MAX_SUBSCRIPTIONS = 100;
-const DEFAULT_MAX_SESSION_EXPIRY_S = 86_400;
-const DEFAULT_MAX_OFFLINE_MESSAGES = 1000;
-const DEFAULT_OFFLINE_MESSAGE_TTL_S = 86_400;
-const DEFAULT_MAX_SESSIONS_PER_DEVICE = 8;
-
 /** MQTT 5 topic aliases one connection may register: a device needs a handful; each costs a topic string. */
 export const TOPIC_ALIAS_MAXIMUM = 16;
 
@@ -96,8 +85,8 @@ export async function startBroker(
 ): Promise<Broker> {
   const ctx = createContext(config, logger.child({ module: 'broker' }));
   const identifier = await Identifier.create(ctx, options.throttle ?? DEFAULT_THROTTLE);
-  const subscriptions = new SubscriptionLimit(config.maxSubscriptions ?? DEFAULT_MAX_SUBSCRIPTIONS);
-  const maxTopicLength = config.maxTopicLength ?? DEFAULT_MAX_TOPIC_LENGTH;
+  const subscriptions = new SubscriptionLimit(config.maxSubscriptions);
+  const { maxTopicLength } = config;
   const available = options.available ?? ((): boolean => true);
   const sessions = new SessionLimits(plugins?.sessions ?? new MemorySessions(), sessionLimits(config), ctx.log, () => (ctx.refusals.connect += 1), plugins?.report);
   const aedes: Aedes = await Aedes.createBroker({
@@ -127,10 +116,10 @@ export async function startBroker(
 
 function sessionLimits(config: BrokerConfig): SessionLimitsConfig {
   return {
-    maxSessionsPerDevice: config.maxSessionsPerDevice ?? DEFAULT_MAX_SESSIONS_PER_DEVICE,
-    maxSessionExpiryS: config.maxSessionExpiryS ?? DEFAULT_MAX_SESSION_EXPIRY_S,
-    maxMessages: config.maxOfflineMessages ?? DEFAULT_MAX_OFFLINE_MESSAGES,
-    messageTtlS: config.offlineMessageTtlS ?? DEFAULT_OFFLINE_MESSAGE_TTL_S,
+    maxSessionsPerDevice: config.maxSessionsPerDevice,
+    maxSessionExpiryS: config.maxSessionExpiryS,
+    maxMessages: config.maxOfflineMessages,
+    messageTtlS: config.offlineMessageTtlS,
   };
 }
 
@@ -143,7 +132,7 @@ function limitOptions(config: BrokerConfig): AedesOptions {
     // MQTT 5: tells v5 clients the in-flight window MAX_INFLIGHT_QOS2 enforces (inbound-qos2.ts).
     receiveMaximum: config.maxInflightQos2,
     topicAliasMaximum: TOPIC_ALIAS_MAXIMUM,
-    sessionExpiryIntervalLimit: config.maxSessionExpiryS ?? DEFAULT_MAX_SESSION_EXPIRY_S,
+    sessionExpiryIntervalLimit: config.maxSessionExpiryS,
     // Sessions waiting to expire, each with a timer: no more than there may be clients.
     pendingSessionsLimit: config.maxConnections,
     maximumPacketSize: maxPacketBytes(config),
@@ -151,7 +140,7 @@ function limitOptions(config: BrokerConfig): AedesOptions {
 }
 
 function maxPacketBytes(config: BrokerConfig): number {
-  return Math.max(config.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES, config.imageMaxBytes ?? 0) + PACKET_OVERHEAD_BYTES;
+  return Math.max(config.maxPayloadBytes, config.imageMaxBytes) + PACKET_OVERHEAD_BYTES;
 }
 
 /** What Aedes 2.0.0-beta.1 lacks, and client errors (expected from devices) kept to debug. */
@@ -174,7 +163,7 @@ async function openListeners(aedes: Aedes, ctx: BrokerContext): Promise<Listener
     };
     return await startListeners(config, aedes, ctx.connections, ctx.log, hooks, {
       maxPacketBytes: maxPacketBytes(config),
-      maxBacklogBytes: config.maxClientBacklogBytes ?? DEFAULT_MAX_CLIENT_BACKLOG_BYTES,
+      maxBacklogBytes: config.maxClientBacklogBytes,
       drainTimeoutMs: config.drainTimeoutMs,
     });
   } catch (err) {

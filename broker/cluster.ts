@@ -40,7 +40,7 @@ import createPersistence from 'aedes-persistence-redis';
 import mqemitterRedis from 'mqemitter-redis';
 import type { Logger } from 'pino';
 import { MQ_CONCURRENCY } from './emitter.js';
-import { newRedis, reportConnection, warnEach, type ConnectionReport, type RedisEndpoint } from './redis-endpoint.js';
+import { reportConnection, warnEach, type ConnectionReport } from './connection-report.js';
 import type { SessionBackend } from './session-backend.js';
 import { RedisSessions, type ScriptedRedis } from './sessions-redis.js';
 
@@ -60,7 +60,7 @@ export interface ClusterPlugins {
 export interface ClusterPluginOptions {
   /** How long to wait for the Redis connections at start (default 10 s). */
   connectTimeoutMs?: number;
-  /** Whether this instance is alone on the Redis: then publishes skip Redis (presence.ts). */
+  /** Whether this instance is alone on the Redis: then publishes skip Redis (the bridge's store/presence.ts). */
   presence?: { readonly alone: boolean };
   /** Where the connections' errors and recoveries go (default: each error a warning). */
   report?: ConnectionReport;
@@ -73,6 +73,13 @@ interface RedisConnection extends EventEmitter {
   disconnect(): void;
 }
 type RedisConstructor = { new (url: string, options: object): RedisConnection; new (options: object): RedisConnection };
+
+/**
+ * Opens a connection of the given ioredis class (each plugin brings its own) to the
+ * deployment's Redis, wherever it is (a URL, or a primary that Sentinel names): the bridge's
+ * newRedis.
+ */
+export type OpenRedis = <T>(Redis: { new (url: string, options: object): T; new (options: object): T }, options: object) => T;
 
 type Message = { topic: string } & Record<string, unknown>;
 /** The subset of an MQEmitterRedis used here. */
@@ -97,12 +104,11 @@ const loadRedisFor = (pluginPath: string): RedisConstructor =>
   createRequire(require.resolve(pluginPath))('ioredis') as RedisConstructor;
 
 export async function createClusterPlugins(
-  endpoint: RedisEndpoint,
+  openRedis: OpenRedis,
   prefix: string,
   logger: Logger,
   options: ClusterPluginOptions = {},
 ): Promise<ClusterPlugins> {
-  if (!endpoint.sentinels?.length && !/^rediss?:\/\//i.test(endpoint.url ?? '')) throw new Error('REDIS_URL must start with redis:// or rediss://');
   if (!PREFIX.test(prefix)) throw new Error(`Redis prefix ${JSON.stringify(prefix)} must be 1 to 64 characters of A-Za-z0-9_.:-`);
   const tag = `{${prefix}}`;
   const log = logger.child({ module: 'broker-cluster' });
@@ -113,7 +119,7 @@ export async function createClusterPlugins(
   const PersistenceRedis = loadRedisFor('aedes-persistence-redis');
   const connections: RedisConnection[] = [];
   const connect = (Redis: RedisConstructor, name: string, extra: Record<string, unknown> = {}): RedisConnection => {
-    const conn = newRedis(Redis, endpoint, { connectionName: `${prefix}:${name}`, ...extra });
+    const conn = openRedis(Redis, { connectionName: `${prefix}:${name}`, ...extra });
     reportConnection(conn, name, report);
     connections.push(conn);
     return conn;
@@ -126,7 +132,7 @@ export async function createClusterPlugins(
     await Promise.all(connections.map((conn) => ready(conn, connectTimeoutMs)));
   } catch (err) {
     for (const conn of connections) conn.disconnect();
-    throw new Error(`REDIS_URL: cannot connect to Redis for the MQTT broker: ${(err as Error).message}`);
+    throw new Error(`REDIS_URL: cannot connect to Redis for the MQTT broker: ${(err as Error).message}`, { cause: err });
   }
 
   const MQEmitterRedisPrefix = (mqemitterRedis as unknown as { MQEmitterRedisPrefix?: PrefixedEmitterConstructor })
@@ -192,7 +198,7 @@ const SENT_BY = 'bridgeSentBy';
  * whenever the publishing connection came back before the subscribing one had subscribed
  * again (the two reconnect independently).
  *
- * While this instance is the only one on the Redis (presence.ts), the publish skips Redis
+ * While this instance is the only one on the Redis (the bridge's presence), the publish skips Redis
  * altogether: two Redis round trips and a message less per request.
  */
 function deliverHereFirst(mq: RedisEmitter, channelPrefix: string, presence: { readonly alone: boolean } | undefined): void {

@@ -2,32 +2,17 @@
 // handing its connections to Aedes with what the broker needs to know about them.
 import { readFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage } from 'node:http';
-import { once } from 'node:events';
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { Aedes, Client } from 'aedes';
 import { WebSocketServer, createWebSocketStream } from 'ws';
-import { ConfigError, ListenError } from '../contract/index.js';
+import { ConfigError } from '../contract/index.js';
+import { listen } from '../contract/listen.js';
 import type { ListenerOptions } from './options.js';
 import { deliverWithoutWaiting, guardStream, type SlowDrop, type StreamLimits } from './stream-guard.js';
 import type { Logger } from 'pino';
 import { allowedOrigins, originAllowed } from './ws-origin.js';
-
-/** Binds a server; a busy port becomes a ListenError naming the variable to change. */
-export async function listen(server: Server, host: string, port: number, variable: string, what: string): Promise<number> {
-  server.listen(port, host);
-  try {
-    await once(server, 'listening');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE') throw new ListenError(variable, `${what} port ${port} is in use — set ${variable}`);
-    if (code === 'EADDRNOTAVAIL') throw new ListenError(variable, `${what} address ${host} is not on this machine`);
-    if (code === 'EACCES') throw new ListenError(variable, `${what} port ${port} needs privileges — set ${variable}`);
-    throw err;
-  }
-  return (server.address() as AddressInfo).port;
-}
 
 /** What the broker knows of a connection beyond its MQTT packets. */
 export interface ConnectionInfo {
@@ -190,7 +175,7 @@ async function listenWebSocket(intake: Intake, wsPort: number): Promise<number> 
   const wss = new WebSocketServer({
     server: http,
     maxPayload: 2 * intake.limits.maxPacketBytes,
-    verifyClient: originCheck(intake, allowedOrigins(config.mqttWsAllowedOrigins ?? [])),
+    verifyClient: originCheck(intake, allowedOrigins(config.mqttWsAllowedOrigins)),
   });
   wss.on('connection', (ws, req: IncomingMessage) => {
     track(intake, req.socket);

@@ -10,7 +10,7 @@ import mqttPacket from 'mqtt-packet';
 import type { Logger } from 'pino';
 import { boundPersistence, type OfflineCounts, type OfflineLimits } from './bounded-persistence.js';
 import { deviceOfClientId, type SessionBackend } from './session-backend.js';
-import type { ConnectionReport } from './redis-endpoint.js';
+import type { ConnectionReport } from './connection-report.js';
 
 type Authenticate = Required<AedesOptions>['authenticate'];
 /** What Aedes 2.0.0-beta.1 has and its types do not declare. */

@@ -3,9 +3,6 @@
 // costs every subscription match, the sessions kept in Redis and each log line naming it.
 import type { Client } from 'aedes';
 
-/** The contract's default, for a BrokerConfig that does not set it. */
-export const DEFAULT_MAX_TOPIC_LENGTH = 1024;
-
 /** MQTT 5 DISCONNECT reason code. */
 const TOPIC_FILTER_INVALID = 0x8f;
 

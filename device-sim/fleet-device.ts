@@ -44,7 +44,7 @@ export async function connectDevice(opts: FleetOptions, id: string, events: Devi
     // No retries for the first connect: a wrong URL or credentials should fail the run at once.
     client = await mqtt.connectAsync(opts.url, connectOpts, false);
   } catch (err) {
-    throw new Error(describeConnectError(err, opts.url, login.username));
+    throw new Error(describeConnectError(err, opts.url, login.username), { cause: err });
   }
   const { diagnosis } = events;
   client.on('message', (topic, payload) => {

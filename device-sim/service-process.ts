@@ -17,13 +17,17 @@ export interface ServiceProcess {
   exited: Promise<number | null>;
 }
 
-/** dist/bridge/main.js, found from this file whether it runs from source or from dist/. */
-export function mainScript(): string {
-  for (const rel of ['../bridge/main.js', '../dist/bridge/main.js']) {
+/**
+ * The built entry `npm start` runs (dist/bridge/main-with-simulator.js: the bundled upstream
+ * simulator while UPSTREAM_URL is unset), or the service's own (`main`), found from this file
+ * whether it runs from source or from dist/.
+ */
+export function mainScript(entry: 'main-with-simulator' | 'main' = 'main-with-simulator'): string {
+  for (const rel of [`../bridge/${entry}.js`, `../dist/bridge/${entry}.js`]) {
     const path = fileURLToPath(new URL(rel, import.meta.url));
     if (existsSync(path) && path.includes('/dist/')) return path;
   }
-  throw new Error('dist/bridge/main.js is missing: run `npm run build` first');
+  throw new Error(`dist/bridge/${entry}.js is missing: run \`npm run build\` first`);
 }
 
 export interface ServiceProcessOptions {

@@ -4,15 +4,15 @@
 // line and column, and the offending path in the file for each problem.
 import { z } from 'zod';
 import { ConfigError, PRIORITIES, type ConfigProblem, type Priority } from '../../contract/index.js';
-import type { Config } from './config.js';
 import { BudgetsSchema } from './budgets.js';
-import { modelEnvProblems, ModelsSchema, modelProblems, PricesSchema, type Price } from './models.js';
+import { ModelsSchema, modelProblems, PricesSchema, type Price } from './models.js';
 import { WeightsSchema } from './fair-share.js';
 import { TemplatesSchema } from './templates.js';
 import { outputProblems } from './output.js';
 import { UnsSchema } from './uns.js';
 import { readConfigText, type FileFormat, type Locate } from './file-read.js';
 import { overriddenSettings, SettingsSchema, type Settings } from './settings.js';
+import type { EnvFields } from './variables.js';
 
 export const DEFAULT_EMBEDDING_MODEL = 'text-embedding-3-small';
 
@@ -180,36 +180,15 @@ export function loadedLine(path: string, file: ConfigFile, env: NodeJS.ProcessEn
   return { fields: { configFile: path, ...counts, overridden }, message: `CONFIG_FILE loaded: ${said}${more}` };
 }
 
-/** Stands in for an unset UPSTREAM_URL (the simulator's, known only once it runs) while checking. */
-const UNRESOLVED_UPSTREAM_URL = 'http://127.0.0.1/v1';
-
-/** The file's references (provider names, key variables), checked before anything starts. */
-export function checkConfigFile(config: Config, env: NodeJS.ProcessEnv, locateIn?: Locate): ConfigProblem[] {
-  try {
-    upstreamSettings({ ...config, upstreamUrl: config.upstreamUrl ?? UNRESOLVED_UPSTREAM_URL }, config.file, env);
-    const locate = locateIn ?? ((): string => config.configFile ?? 'CONFIG_FILE');
-    return modelEnvProblems(config.file, config.upstreamModel, config.maxTokensCap).map(({ path, message }) => fileProblem(locate, { path, message }));
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-}
-
 /**
  * Resolves the provider chain: `primary` from UPSTREAM_*, `fallback` from FALLBACK_*, then
  * the file's providers; checks that every name the file refers to exists.
  */
 export function upstreamSettings(
-  config: Pick<
-    Config,
-    | 'upstreamApiKeys'
-    | 'upstreamModel'
-    | 'fallbackUrl'
-    | 'fallbackApiKeys'
-    | 'fallbackModel'
-    | 'upstreamTimeoutMs'
-    | 'maxConcurrency'
-  > & { upstreamUrl: string },
+  config: Pick<EnvFields, 'upstreamApiKeys' | 'upstreamModel' | 'fallbackUrl' | 'fallbackModel' | 'upstreamTimeoutMs' | 'maxConcurrency'> & {
+    upstreamUrl: string;
+    fallbackApiKeys: string[];
+  },
   file: ConfigFile,
   env: NodeJS.ProcessEnv = process.env,
 ): UpstreamSettings {

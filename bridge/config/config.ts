@@ -2,8 +2,10 @@
 // `settings` the environment overrides (settings.ts). Every problem is reported at once, each
 // on a line naming its variable (ConfigError).
 import { ConfigError, type ConfigProblem } from '../../contract/index.js';
-import type { RedisEndpoint } from '../../broker/redis-endpoint.js';
-import { checkConfigFile, parseConfigFile, type ConfigFile, type ParsedConfigFile } from './config-file.js';
+import type { RedisEndpoint } from './redis-endpoint.js';
+import { fileProblem, parseConfigFile, upstreamSettings, type ConfigFile, type ParsedConfigFile } from './config-file.js';
+import type { Locate } from './file-read.js';
+import { modelEnvProblems } from './models.js';
 import { mergeSettings, shownValue, type Merged } from './settings.js';
 import { camelCase, EnvSchema, VARIABLES, type Env, type EnvFields, type Variable } from './variables.js';
 
@@ -158,6 +160,21 @@ export function readConfiguration(env: NodeJS.ProcessEnv = process.env): Reading
     if (problems.length === 0) return { ...merged, config, problems, configFile };
   }
   return { ...merged, problems, ...(configFile ? { configFile } : {}) };
+}
+
+/** Stands in for an unset UPSTREAM_URL (npm start's simulator, known only once it runs) while checking. */
+const UNRESOLVED_UPSTREAM_URL = 'http://127.0.0.1/v1';
+
+/** The file's references (provider names, key variables), checked before anything starts. */
+function checkConfigFile(config: Config, env: NodeJS.ProcessEnv, locateIn?: Locate): ConfigProblem[] {
+  try {
+    upstreamSettings({ ...config, upstreamUrl: config.upstreamUrl ?? UNRESOLVED_UPSTREAM_URL }, config.file, env);
+    const locate = locateIn ?? ((): string => config.configFile ?? 'CONFIG_FILE');
+    return modelEnvProblems(config.file, config.upstreamModel, config.maxTokensCap).map(({ path, message }) => fileProblem(locate, { path, message }));
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
 }
 
 /**

@@ -1,6 +1,7 @@
 // The store out of reach (Redis down, silent or refusing): one condition for every part that
 // meets it (the store's connections, the broker's, the health watchdog, the claim loop, the
 // reaper, lease renewal), so an outage is a start line, a line a minute and an end line.
+import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { RepeatingLog, type ConditionReport, type RepeatingLogOptions } from '../repeating-log.js';
 
@@ -25,4 +26,10 @@ export function isStoreUnavailable(err: unknown): boolean {
 export function storeFailed(outage: ConditionReport, source: string, err: unknown, log: () => void): void {
   if (isStoreUnavailable(err)) outage.fail(source, err);
   else log();
+}
+
+/** A listener on `error` is needed anyway: without one ioredis prints every failed reconnect. */
+export function reportConnection(conn: Redis, source: string, outage: ConditionReport): void {
+  conn.on('error', (err: Error) => outage.fail(source, err));
+  conn.on('ready', () => outage.ok(source));
 }

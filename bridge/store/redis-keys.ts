@@ -39,7 +39,7 @@
 //   {p}:fair:{priority}       zset  a marker per waiting device (next job's score|seq|device) → its service counter
 //   {p}:reports               hash  instance → its latest operator-dashboard report (instance-reports.ts)
 //   {p}:instances             pub/sub channel (not a key) every instance stays subscribed
-//                             to, so PUBSUB NUMSUB counts them (broker/presence.ts)
+//                             to, so PUBSUB NUMSUB counts them (presence.ts)
 //   {p}:dashboard:devices     pub/sub channel (not a key): an operator's device search, asked
 //                             of every instance; each answers on …:devices:{instance}
 //   {p}:scada:good            zset  deviceId/template → when its last good answer was kept (ms):

@@ -61,10 +61,10 @@ describe('edge-ai-bridge command', () => {
   });
 
   it('main.js --help and --version print and start nothing, even with a bad variable', async () => {
-    const help = await run(mainScript(), ['--help'], { MQTT_PORT: 'not a port' });
+    const help = await run(mainScript('main'), ['--help'], { MQTT_PORT: 'not a port' });
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('MQTT_PORT');
-    const version = await run(mainScript(), ['--version']);
+    const version = await run(mainScript('main'), ['--version']);
     expect(version).toMatchObject({ code: 0, stderr: '' });
     expect(version.stdout).toMatch(/^\d+\.\d+\.\d+/);
   });

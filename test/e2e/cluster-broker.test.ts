@@ -6,14 +6,18 @@ import type createPersistence from 'aedes-persistence-redis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../bridge/logger.js';
 import { startBroker, type Broker, type BrokerConfig } from '../../broker/broker.js';
-import { createClusterPlugins, type ClusterPlugins } from '../../broker/cluster.js';
+import { createClusterPlugins, type ClusterPlugins, type OpenRedis } from '../../broker/cluster.js';
+import { loadConfig } from '../../bridge/config/config.js';
+import { newRedis } from '../../bridge/config/redis-endpoint.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { sleep } from '../helpers/harness.js';
 import { startPrivateRedis, type PrivateRedis } from '../../bench/redis-server.js';
 
 const logger = createLogger('silent');
 const redis = connectRedis();
+// The schema's defaults for every limit, as the bridge passes them.
 const config: BrokerConfig = {
+  ...loadConfig({}),
   mqttHost: '127.0.0.1',
   mqttPort: 0,
   allowAnonymous: true,
@@ -60,11 +64,17 @@ function newPrefix(): string {
   return prefix;
 }
 
+/** Connections to the Redis at `url`, as the bridge opens them. */
+const openAt =
+  (url: string): OpenRedis =>
+  (Redis, options) =>
+    newRedis(Redis, { url }, options);
+
 const deviceId = (): string => `cam-${randomBytes(4).toString('hex')}`;
 const resultTopic = (id: string): string => `devices/${id}/result`;
 
 async function startNode(prefix: string, redisUrl = REDIS_URL): Promise<Node> {
-  const plugins = await createClusterPlugins({ url: redisUrl }, prefix, logger);
+  const plugins = await createClusterPlugins(openAt(redisUrl), prefix, logger);
   const broker = await startBroker(config, async () => {}, logger, plugins);
   const node = { broker, plugins, url: `mqtt://127.0.0.1:${broker.mqttPort}` };
   nodes.push(node);
@@ -304,8 +314,8 @@ describe('brokers on one Redis act as one', () => {
 
   it('refuses a prefix that would be a Redis glob or an MQTT wildcard', async () => {
     for (const bad of ['a*', 'a/b', 'a+', '{a}', '']) {
-      await expect(createClusterPlugins({ url: REDIS_URL }, bad, logger)).rejects.toThrow(/Redis prefix/);
+      await expect(createClusterPlugins(openAt(REDIS_URL), bad, logger)).rejects.toThrow(/Redis prefix/);
     }
-    await expect(createClusterPlugins({ url: 'http://127.0.0.1:6379' }, 'p', logger)).rejects.toThrow(/REDIS_URL/);
+    await expect(createClusterPlugins(openAt('http://127.0.0.1:6379'), 'p', logger)).rejects.toThrow(/REDIS_URL/);
   });
 });

@@ -3,9 +3,10 @@
 // it is alone by the time a newcomer's join() returns. Then, end to end: a lone instance
 // sends its publishes nowhere near Redis, and a second instance makes both go through it again.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Redis } from 'ioredis';
-import { Presence } from '../../broker/presence.js';
+import { Redis } from 'ioredis';
+import { Presence } from '../../bridge/store/presence.js';
 import { createLogger } from '../../bridge/logger.js';
+import { storeOutage } from '../../bridge/store/outage.js';
 import { redisKeys } from '../../bridge/store/redis-keys.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
 import { ask } from '../helpers/harness.js';
@@ -28,10 +29,11 @@ function query(): Redis {
 async function join(prefix: string, name: string, redis = query(), log = logger): Promise<Presence> {
   const presence = await Presence.join({
     query: redis,
-    redis: { url: REDIS_URL },
+    openMarker: (options) => new Redis(REDIS_URL, options),
     channel: redisKeys(prefix).instances,
     connectionName: `${prefix}:${name}`,
     logger: log,
+    report: storeOutage(log),
   });
   cleanup.push(() => presence.leave());
   return presence;

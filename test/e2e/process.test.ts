@@ -6,9 +6,9 @@ import { mainScript, startServiceProcess, type ServiceProcess } from '../../devi
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { ask, connectDevice, sleep } from '../helpers/harness.js';
 
-function runToExit(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+function runToExit(env: Record<string, string>, entry: 'main-with-simulator' | 'main' = 'main-with-simulator'): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [mainScript()], {
+    const child = spawn(process.execPath, [mainScript(entry)], {
       env: { PATH: process.env.PATH ?? '', HTTP_PORT: '0', ...env },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
@@ -44,6 +44,12 @@ describe('service process', () => {
       expect(stderr).toContain(variable);
     });
   }
+
+  it('main.js, the service entry, exits 2 naming UPSTREAM_URL when it is unset: it never answers from the simulator', async () => {
+    const { code, stderr } = await runToExit({ MQTT_PORT: '0' }, 'main');
+    expect(code).toBe(2);
+    expect(stderr.trim().split('\n')).toEqual([expect.stringMatching(/^edge-ai-bridge: UPSTREAM_URL: not set/)]);
+  });
 
   it('exits 2 with one line for each bad variable, all at once', async () => {
     const { code, stderr } = await runToExit({ MQTT_PORT: '0', RATE_LIMIT_RPM: '-5', LOG_LEVEL: 'loud' });

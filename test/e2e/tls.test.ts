@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startBroker } from '../../broker/broker.js';
 import { ListenError } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
+import { loadConfig } from '../../bridge/config/config.js';
 import { ask, startHarness, subscribeGranted, type Harness } from '../helpers/harness.js';
 import { connectTls, disconnectedWithin, makePki, tempDir, writeAuthFile, type Pki } from '../helpers/security.js';
 
@@ -111,6 +112,7 @@ describe('TLS listener errors', () => {
   it('a busy MQTT_TLS_PORT is a ListenError naming it', async () => {
     const busy = h.bridge.broker!.tlsPort as number;
     const config = {
+      ...loadConfig({}),
       mqttHost: '127.0.0.1',
       mqttPort: 0,
       allowAnonymous: true,

@@ -41,8 +41,8 @@ export async function expectLowRunsUnderCriticalFlood(h: Harness, tripMs: number
     }
   })();
   let reply: Reply | undefined;
-  let criticalWaiting = 0;
-  let lowSentAt = 0;
+  let criticalWaiting: number;
+  let lowSentAt: number;
   try {
     await sleep(100);
     lowSentAt = Date.now();

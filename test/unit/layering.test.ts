@@ -3,7 +3,7 @@
 // bridge/, the stages follow a request (mqtt → intake → scheduling → coalescing → upstream →
 // results → scada) and never import an earlier stage; model/, store/, config/, recovery/ and ops/
 // sit beside, model/ (the request's data) under every other one, ops/'s own sub-folders in no
-// circle either.
+// circle either. No file imports itself around a circle, and the service's entry loads no simulator.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -68,6 +68,58 @@ describe('folder layering', () => {
   it('keeps scada-sim/ on contract/ alone: it reads what SCADA reads, as an outside host would', () => {
     expect(FOLDERS).toContain('scada-sim');
     expect([...(edges.get('scada-sim') ?? [])]).toEqual(['contract']);
+  });
+});
+
+/** Strongly connected groups of more than one file (Tarjan): each is a circle of imports. */
+function fileCycles(edges: Map<string, string[]>): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const cycles: string[][] = [];
+  const visit = (file: string): void => {
+    index.set(file, index.size);
+    low.set(file, index.get(file) as number);
+    stack.push(file);
+    for (const next of edges.get(file) ?? []) {
+      if (!edges.has(next)) continue;
+      if (!index.has(next)) visit(next);
+      if (stack.includes(next)) low.set(file, Math.min(low.get(file) as number, low.get(next) as number));
+    }
+    if (low.get(file) !== index.get(file)) return;
+    const group = stack.splice(stack.indexOf(file));
+    if (group.length > 1) cycles.push(group.sort());
+  };
+  for (const file of edges.keys()) if (!index.has(file)) visit(file);
+  return cycles;
+}
+
+describe('file imports', () => {
+  const all = imports(ROOT, ROOT);
+  const edges = new Map<string, string[]>();
+  for (const [from, to] of all) edges.set(from, [...(edges.get(from) ?? []), to]);
+  for (const file of sourceFiles(ROOT, [...FOLDERS, 'test'])) if (!edges.has(relative(ROOT, file))) edges.set(relative(ROOT, file), []);
+
+  it('has no file importing itself around a circle (static, dynamic and type-only imports alike)', () => {
+    expect(fileCycles(edges)).toEqual([]);
+  });
+
+  it('keeps the service entry (bridge/main.ts) and all it loads free of the simulators', () => {
+    const loaded = new Set<string>(['bridge/main.ts']);
+    for (const file of loaded) for (const next of edges.get(file) ?? []) loaded.add(next);
+    expect([...loaded].filter((file) => !['bridge', 'broker', 'contract'].includes(file.split('/')[0] as string))).toEqual([]);
+  });
+
+  it('lets the rest of the code use broker/ only through the broker, its cluster plugins and its AUTH_FILE', () => {
+    const used = all.filter(([from, to]) => !from.startsWith('broker/') && !from.startsWith('test/') && to.startsWith('broker/')).map(([, to]) => to);
+    expect([...new Set(used)].sort()).toEqual(['broker/auth.ts', 'broker/broker.ts', 'broker/cluster.ts']);
+  });
+
+  it('leaves the defaults of the broker\'s limits to the bridge\'s schema: broker/ fills in no config value', () => {
+    const filled = sourceFiles(ROOT, ['broker']).flatMap((file) =>
+      [...readFileSync(file, 'utf8').matchAll(/\bconfig\.(\w+)\s*\?\?/g)].map((m) => `${relative(ROOT, file)}: ${m[1]}`),
+    );
+    expect(filled).toEqual([]);
   });
 });
 

@@ -46,10 +46,10 @@ describe('systemd units', () => {
     expect(UNITS.sort()).toEqual(['edge-ai-bridge.service', 'edge-ai-bridge@.service']);
   });
 
-  it.each(UNITS)('%s runs node on the built entry of npm start, never npm', (name) => {
+  it.each(UNITS)('%s runs node on the service entry (npm start\'s, less the simulator), never npm', (name) => {
     const unit = read(name);
     const start = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
-    expect(start).toBe('node dist/bridge/main.js');
+    expect(start).toBe('node dist/bridge/main-with-simulator.js');
     expect(one(unit, 'ExecStart')).toBe('/usr/bin/node /opt/edge-ai-bridge/dist/bridge/main.js');
     expect(unit).not.toMatch(/^Exec\w*=.*\bnpm\b/m);
     expect(one(unit, 'KillSignal')).toBe('SIGTERM');

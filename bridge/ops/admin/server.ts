@@ -14,7 +14,7 @@
 // loopback; its actions are the /v1/ routes above.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { listen } from '../../../broker/broker.js';
+import { listen } from '../../../contract/listen.js';
 import type { Logger } from '../../logger.js';
 import { HttpError } from '../../../contract/index.js';
 import { isLoopback } from '../../config/config.js';

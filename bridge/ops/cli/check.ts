@@ -40,7 +40,7 @@ function summaryOf(config: Config, users: number): string {
     broker,
     `admin HTTP on ${config.httpHost}:${config.httpPort}`,
     config.redis === undefined ? 'store in memory' : `store Redis (${config.redisPrefix})`,
-    config.upstreamUrl === undefined ? 'upstream simulator' : `upstream ${new URL(config.upstreamUrl).host}`,
+    config.upstreamUrl === undefined ? 'no UPSTREAM_URL (only npm start runs so, on the upstream simulator)' : `upstream ${new URL(config.upstreamUrl).host}`,
     config.authFile === undefined ? 'no AUTH_FILE' : `${users} AUTH_FILE users`,
     config.configFile === undefined ? 'no CONFIG_FILE' : `CONFIG_FILE ${Object.entries(fileCounts(config.file)).map(([part, n]) => `${n} ${part}`).join(', ')}`,
     `anonymous ${config.allowAnonymous ? 'allowed' : 'refused'}`,

@@ -43,7 +43,7 @@ const MEANING: Record<Variable, string> = {
   REDIS_SENTINEL_NAME: "the primary's name in the sentinels' configuration",
   REDIS_WAIT_REPLICAS: "replicas that must have a request's admission before its PUBACK",
   REDIS_PREFIX: "the deployment's key prefix, so several can share one Redis",
-  UPSTREAM_URL: 'base URL of an OpenAI-compatible API; unset = the bundled simulator',
+  UPSTREAM_URL: 'base URL of an OpenAI-compatible API; unset = refused, or the bundled simulator under npm start',
   UPSTREAM_API_KEYS: 'comma-separated keys, rotated per call and on 401/429',
   UPSTREAM_MODEL: 'model used when a request names none',
   FALLBACK_URL: 'second provider, tried when the primary fails or its circuit is open',

@@ -4,7 +4,7 @@
 //   edge-ai-bridge budgets
 // Without Redis these live inside the running process and only its admin API reaches them.
 import { Redis } from 'ioredis';
-import { newRedis } from '../../../broker/redis-endpoint.js';
+import { newRedis } from '../../config/redis-endpoint.js';
 import { ConfigError } from '../../../contract/index.js';
 import { loadConfig, type Config } from '../../config/config.js';
 import { RedisStore } from '../../store/redis.js';

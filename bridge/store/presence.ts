@@ -1,6 +1,6 @@
 // Whether this bridge instance is the only one on its deployment's Redis. While it is, the
 // broker's emitter delivers its publishes itself instead of sending each through Redis
-// pub/sub and receiving it back (cluster.ts), a large share of the CPU a request costs a
+// pub/sub and receiving it back (broker/cluster.ts), a large share of the CPU a request costs a
 // single instance with REDIS_URL (docs/performance.md).
 //
 // Each instance keeps one connection SUBSCRIBEd to `{prefix}:instances`; PUBSUB NUMSUB counts
@@ -16,10 +16,11 @@
 //   broker starts, so by the time it accepts a connection every other instance has either
 //   counted it or stopped trusting its last count.
 // Redis Cluster counts subscribers per node, so there the instance never considers itself alone.
-import { Redis } from 'ioredis';
-import { newRedis, reportConnection, warnEach, type ConnectionReport, type RedisEndpoint } from './redis-endpoint.js';
+import type { Redis, RedisOptions } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Logger } from 'pino';
+import type { Logger } from '../logger.js';
+import type { ConditionReport } from '../repeating-log.js';
+import { reportConnection } from './outage.js';
 
 export const POLL_MS = 250;
 export const TRUST_MS = 500;
@@ -28,15 +29,15 @@ export const JOIN_WAIT_MS = 1000;
 export interface PresenceOptions {
   /** Connection for PUBSUB NUMSUB and INFO (the store's). */
   query: Redis;
-  /** REDIS_URL: the marker connection is opened to the same server. */
-  redis: RedisEndpoint;
+  /** Opens the marker connection to the same server (REDIS_URL or Sentinel: the caller knows which). */
+  openMarker: (options: RedisOptions) => Redis;
   /** `{prefix}:instances` */
   channel: string;
   /** The marker connection's CLIENT SETNAME. */
   connectionName: string;
   logger: Logger;
-  /** Where the marker connection's errors and recoveries go (default: each error a warning). */
-  report?: ConnectionReport;
+  /** Where the marker connection's errors and recoveries go: the store's outage. */
+  report: ConditionReport;
 }
 
 export class Presence {
@@ -58,8 +59,8 @@ export class Presence {
     private readonly opts: PresenceOptions,
     private readonly clustered: boolean,
   ) {
-    this.marker = newRedis(Redis, opts.redis, { connectionName: opts.connectionName, lazyConnect: true, maxRetriesPerRequest: null });
-    reportConnection(this.marker, 'presence', opts.report ?? warnEach(opts.logger, 'presence connection error'));
+    this.marker = opts.openMarker({ connectionName: opts.connectionName, lazyConnect: true, maxRetriesPerRequest: null });
+    reportConnection(this.marker, 'presence', opts.report);
     this.marker.on('close', () => {
       this.marked = false;
       this.epoch += 1;

@@ -2,7 +2,7 @@
 // lost, and a request gets exactly one reply: after a crash the same reply may arrive twice,
 // never two different ones. So a job we hold is answered in three steps:
 //
-//   1. record: the reply goes into the store with the job (Store.recordReply), only while we
+//   1. record: the reply goes into the store with the job (JobQueue.recordReply), only while we
 //      still hold its lease; lost, we publish nothing and whoever holds it now answers;
 //   2. publish it;
 //   3. complete: the idempotency record, lease, lock and bookkeeping, in one step.

@@ -161,7 +161,7 @@ export class Scheduler implements Dispatch {
   }
 
   /**
-   * Claim options for an admission to carry (Store.admit), reserving up to CLAIM_ALONG_MAX
+   * Claim options for an admission to carry (JobQueue.admit), reserving up to CLAIM_ALONG_MAX
    * free slots until adopt(); undefined when there is no free slot (or we are stopping).
    */
   claimAlong(): ClaimOptions | undefined {

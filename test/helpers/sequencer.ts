@@ -1,9 +1,15 @@
-// The order test files are handed to vitest's workers in. Most files wait on sockets, so the
-// suite runs more workers than cores; the chaos files assert wall-clock bounds (a takeover
-// within UPSTREAM_TIMEOUT_MS + 5 s) over processes they spawn, and several of them at once
-// starve each other's children of CPU. They are spread evenly through the run instead of
-// started together, longest first, so few of them share the machine at a time.
+// The order test files are handed to vitest's workers in: the longest first, so the run does
+// not end waiting on one long file started late, by the times kept in test/durations.json
+// (`npm run test:times -- --save` after a full run); files not listed there first, as vitest
+// does. Most files wait on sockets, so the suite runs more workers than cores; but the chaos
+// files assert wall-clock bounds (a takeover within UPSTREAM_TIMEOUT_MS + 5 s) over processes
+// they spawn, and several at once starve each other's children of CPU: they are spread evenly
+// through the run instead of started together.
+import { existsSync, readFileSync } from 'node:fs';
+import { relative } from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
+
+const DURATIONS = 'test/durations.json';
 
 const isChaos = (spec: TestSpecification): boolean => spec.moduleId.includes('/test/chaos/');
 
@@ -20,10 +26,17 @@ export function spreadEvenly<T>(spread: T[], rest: T[]): T[] {
   return [...out, ...rest.slice(r)];
 }
 
+/** `paths` longest first by `seconds`, those without a time before all others, ties by path. */
+export function longestFirst(paths: string[], seconds: Record<string, number>): string[] {
+  const time = (p: string): number => seconds[p] ?? Infinity;
+  return [...paths].sort((a, b) => time(b) - time(a) || (a < b ? -1 : 1));
+}
+
 export default class SpreadChaosSequencer extends BaseSequencer {
-  // vitest's order: files that failed last time, then the longest by its cached durations, then unknown ones by size.
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
-    const sorted = await super.sort(files);
+    const seconds = existsSync(DURATIONS) ? (JSON.parse(readFileSync(DURATIONS, 'utf8')) as Record<string, number>) : {};
+    const byPath = new Map(files.map((spec) => [relative(process.cwd(), spec.moduleId), spec]));
+    const sorted = longestFirst([...byPath.keys()], seconds).map((p) => byPath.get(p) as TestSpecification);
     return spreadEvenly(sorted.filter(isChaos), sorted.filter((spec) => !isChaos(spec)));
   }
 }

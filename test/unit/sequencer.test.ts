@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { spreadEvenly } from '../helpers/sequencer.js';
+import { longestFirst, spreadEvenly } from '../helpers/sequencer.js';
 
 describe('spreadEvenly', () => {
   it('places the spread items evenly among the rest, the first of them first, both orders kept', () => {
@@ -9,5 +9,11 @@ describe('spreadEvenly', () => {
   it('keeps every item when one side is empty', () => {
     expect(spreadEvenly([], ['1', '2'])).toEqual(['1', '2']);
     expect(spreadEvenly(['A', 'B'], [])).toEqual(['A', 'B']);
+  });
+});
+
+describe('longestFirst', () => {
+  it('puts files without a time first, then the longest, ties by path', () => {
+    expect(longestFirst(['a', 'b', 'c', 'new', 'd'], { a: 1, b: 30, c: 1, d: 2 })).toEqual(['new', 'b', 'd', 'a', 'c']);
   });
 });

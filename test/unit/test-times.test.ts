@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { testTimes, type VitestReport } from '../../bench/test-times.js';
+import { fileDurations, testTimes, type VitestReport } from '../../bench/test-times.js';
 
 const report: VitestReport = {
   startTime: 1_000,
@@ -24,5 +24,9 @@ describe('testTimes', () => {
     const lines = testTimes(report, '/repo', 1).split('\n');
     expect(lines[0]).toBe("vitest: 3 tests (1 failed) in 2 files, 11.0 s wall; the files' own times sum to 11.5 s");
     expect(lines.slice(1)).toEqual(['slowest files:', '  10.0 s  test/e2e/b.test.ts (2 tests)', 'slowest tests:', '   9.0 s  test/e2e/b.test.ts > b one']);
+  });
+
+  it('keeps the time of each file in seconds by path, for the order of the next runs', () => {
+    expect(fileDurations(report, '/repo')).toEqual({ 'test/e2e/b.test.ts': 10, 'test/unit/a.test.ts': 1.5 });
   });
 });

@@ -105,6 +105,7 @@ function record(state: SimState, req: IncomingMessage, res: ServerResponse, path
   res.once('finish', () => {
     entry.answeredAt = Date.now();
   });
+  for (const arrived of state.arrivals) arrived();
 }
 
 /** The 400 message for a body that is not JSON or that the path cannot answer, else null. */

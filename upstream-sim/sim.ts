@@ -23,6 +23,11 @@ export interface UpstreamSim {
   /** Every chat/embeddings request received, in arrival order. */
   requests: RecordedRequest[];
   stats(): SimStats;
+  /**
+   * Resolves once `requests` holds `count` calls (each recorded as it arrives, before it is
+   * answered); rejects after `timeoutMs`. For tests that must know a call has started.
+   */
+  requested(count: number, timeoutMs?: number): Promise<void>;
   script(...steps: FaultStep[]): void;
   setOptions(partial: Partial<Omit<UpstreamSimOptions, 'port' | 'host'>>): void;
   /** Forgets requests, stats, queued script steps and the rate window; options stay. */
@@ -41,6 +46,7 @@ export async function startUpstreamSim(opts: UpstreamSimOptions): Promise<Upstre
     port,
     requests: state.requests,
     stats: () => structuredClone(state.stats),
+    requested: (count, timeoutMs = 5000) => requested(state, count, timeoutMs),
     script: (...more) => {
       state.steps.push(...more);
     },
@@ -48,6 +54,23 @@ export async function startUpstreamSim(opts: UpstreamSimOptions): Promise<Upstre
     reset: () => resetState(state),
     close: () => close(state, server),
   };
+}
+
+function requested(state: SimState, count: number, timeoutMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const check = (): void => {
+      if (state.requests.length < count) return;
+      state.arrivals.delete(check);
+      clearTimeout(timer);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      state.arrivals.delete(check);
+      reject(new Error(`upstream-sim: ${state.requests.length}/${count} calls after ${timeoutMs} ms`));
+    }, timeoutMs);
+    state.arrivals.add(check);
+    check();
+  });
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {

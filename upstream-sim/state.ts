@@ -22,10 +22,12 @@ export interface SimState extends FaultContext {
   /** Numbers chat completion ids; not reset, so ids stay unique for the simulator's life. */
   completionSeq: number;
   closed: boolean;
+  /** Called after each call is recorded: tests wait on arrivals instead of sleeping. */
+  readonly arrivals: Set<() => void>;
 }
 
 export function createState(settings: UpstreamSimSettings): SimState {
-  return { settings, requests: [], stats: emptyStats(), steps: [], window: [], timers: new Set(), completionSeq: 0, closed: false };
+  return { settings, requests: [], stats: emptyStats(), steps: [], window: [], timers: new Set(), completionSeq: 0, closed: false, arrivals: new Set() };
 }
 
 /** Forgets requests, stats, queued script steps and the rate window; settings stay. */

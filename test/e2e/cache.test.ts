@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { OkReply } from '../../contract/index.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
 import { ask, okOf, sleep, startHarness, type Device, type Harness } from '../helpers/harness.js';
+import { readUntil } from '../helpers/wait.js';
 
 describe('response cache', () => {
   let h: Harness;
@@ -116,9 +117,8 @@ describe('usage and cost', () => {
       ];
       for (const [device, id, model] of work) await device.publish('normal', ask(id, `question ${id} with some words`, { model }));
       for (const [device, id] of work) await device.reply(id);
-      await sleep(50); // usage is recorded right after the reply
-
-      const report = await h.bridge.store.operations.usage(Date.now() - 60_000, Date.now());
+      // Usage is recorded right after the reply.
+      const report = await readUntil(() => h.bridge.store.operations.usage(Date.now() - 60_000, Date.now()), (r) => r.byPriority.normal?.requests === 5);
       const seen = h.upstream.requests.map((r) => ({ body: r.body as { model: string; messages: Array<{ content: string }> } }));
       expect(seen).toHaveLength(5);
       // What the devices were told the upstream used is what the simulator reported.

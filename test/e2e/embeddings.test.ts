@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { simEmbedding } from '../../upstream-sim/sim.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
-import { ask, okOf, sleep, startHarness, type Harness } from '../helpers/harness.js';
+import { ask, okOf, startHarness, type Harness } from '../helpers/harness.js';
+import { readUntil } from '../helpers/wait.js';
 
 function configFile(content: unknown): string {
   const file = join(mkdtempSync(join(tmpdir(), 'eab-emb-')), 'config.json');
@@ -133,8 +134,10 @@ describe('embeddings', () => {
     expect(d2?.model).toBe('emb-named');
     expect(h.upstream.requests.map((r) => (r.body as { model: string }).model).sort()).toEqual(['emb-custom', 'emb-named']);
 
-    await sleep(50); // usage is recorded right after the reply
-    const report = await h.bridge.store.operations.usage(Date.now() - 60_000, Date.now());
+    // Usage is recorded right after the reply.
+    const recorded = (r: { byModel: Record<string, unknown> }): boolean => r.byModel['emb-custom'] !== undefined && r.byModel['emb-named'] !== undefined;
+    const store = h.bridge.store;
+    const report = await readUntil(() => store.operations.usage(Date.now() - 60_000, Date.now()), recorded);
     expect(report.byModel['emb-custom']).toMatchObject({ requests: 1, promptTokens: d1?.usage?.prompt_tokens, completionTokens: 0 });
     expect(report.byModel['emb-custom']?.costUsd).toBeCloseTo(((d1?.usage?.prompt_tokens ?? 0) * 1000) / 1e6, 12);
   });

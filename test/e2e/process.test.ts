@@ -4,7 +4,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mainScript, startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
-import { ask, connectDevice, sleep } from '../helpers/harness.js';
+import { ask, connectDevice } from '../helpers/harness.js';
 
 function runToExit(env: Record<string, string>, entry: 'main-with-simulator' | 'main' = 'main-with-simulator'): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
@@ -90,7 +90,7 @@ describe('service process', () => {
     });
     await device.client.subscribeAsync('bridge/+/status', { qos: 1 });
     for (const id of ['a', 'b', 'c']) await device.publish('normal', ask(id));
-    while (upstream.requests.length < 3) await sleep(10);
+    await upstream.requested(3);
 
     service.child.kill('SIGTERM');
     const replies = await Promise.all(['a', 'b', 'c'].map((id) => device.reply(id, { timeoutMs: 5000 })));
@@ -106,7 +106,7 @@ describe('service process', () => {
     const device = await connectDevice(`mqtt://127.0.0.1:${service.mqttPort}`, 'cam-10');
     await device.publish('normal', ask('in-flight'));
     await device.publish('normal', ask('queued'));
-    while (upstream.requests.length < 1) await sleep(10);
+    await upstream.requested(1);
 
     service.child.kill('SIGTERM');
     const [inFlight] = await device.reply('in-flight', { timeoutMs: 5000 });

@@ -2,13 +2,13 @@
 // upstream simulator, FALLBACK_* / BREAKER_COOLDOWN_MS / CONFIG_FILE from the environment,
 // and (last test) two instances sharing the primary's circuit through Redis.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Reply } from '../../contract/index.js';
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
+import { closedPortUrl } from '../helpers/provider-chain.js';
 import { ask, sleep, startHarness, type Device, type Harness } from '../helpers/harness.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'providers-e2e-'));
@@ -22,14 +22,6 @@ function configFile(content: unknown): string {
 
 /** Opens the circuit after two failures in a row. */
 const BREAKER = { breaker: { consecutiveFailures: 2, errorRate: 1, windowMs: 30_000, minCalls: 100 } };
-
-async function closedPortUrl(): Promise<string> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return `http://127.0.0.1:${port}/v1`;
-}
 
 function okReply(reply: Reply | undefined): Extract<Reply, { ok: true }> {
   if (!reply?.ok) throw new Error(`expected an ok reply, got ${JSON.stringify(reply)}`);

@@ -180,7 +180,7 @@ describe('acknowledgement', () => {
     try {
       const device = await slow.device('cam-ack');
       await device.publish('normal', ask('busy'), 1);
-      while (slow.upstream.requests.length < 1) await sleep(5); // `busy` holds the only slot
+      await slow.upstream.requested(1); // `busy` holds the only slot
       for (const qos of [1, 2] as const) {
         const sentAt = Date.now();
         await device.publish('low', ask(`acked-qos${qos}`), qos);

@@ -1,6 +1,7 @@
 // Shared setup of the provider-chain tests: upstream simulators on free ports, a port nobody
 // listens on, and chains with a fast in-memory breaker, all closed after each test.
-import { createServer } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { expect } from 'vitest';
 import { BridgeError } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
@@ -25,13 +26,37 @@ export async function sim(opts: Partial<UpstreamSimOptions> = {}): Promise<Upstr
   return s;
 }
 
-/** A URL on which nothing listens: connections are refused at once. */
+/**
+ * A URL on which nothing listens: connections are refused at once. Its port lies below the
+ * kernel's ephemeral range, where every port-0 listener of the tests draws from, so a server
+ * of a test running beside this one cannot take it and answer instead.
+ */
 export async function closedPortUrl(): Promise<string> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return `http://127.0.0.1:${port}/v1`;
+  const below = ephemeralLow();
+  for (;;) {
+    const port = 10_000 + Math.floor(Math.random() * (below - 10_000));
+    if (await refuses(port)) return `http://127.0.0.1:${port}/v1`;
+  }
+}
+
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return low > 10_000 ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+function refuses(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'ECONNREFUSED'));
+  });
 }
 
 export const provider = (name: string, baseUrl: string, extra: Partial<ProviderOptions> = {}): ProviderOptions => ({

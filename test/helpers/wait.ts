@@ -15,3 +15,13 @@ export async function waitUntil(check: () => boolean, timeoutMs: number, everyMs
 export async function eventually(what: string, check: () => boolean, timeoutMs = 5000): Promise<void> {
   if (!(await waitUntil(check, timeoutMs))) throw new Error(`timed out waiting for ${what}`);
 }
+
+/** Reads `read` every `everyMs` until `done` holds for its value or `timeoutMs` passed; returns the last value read. */
+export async function readUntil<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 5000, everyMs = 10): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (done(value) || Date.now() >= deadline) return value;
+    await sleep(everyMs);
+  }
+}

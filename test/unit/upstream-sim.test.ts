@@ -99,6 +99,16 @@ describe('upstream-sim', () => {
     expect(rec?.at).toBeGreaterThanOrEqual(before);
   });
 
+  it('reports when a call has arrived, before it is answered, and fails after its deadline', async () => {
+    const sim = await start({ latencyMs: 10_000 });
+    const pending = post(sim, '/chat/completions', chat('slow')).catch(() => undefined);
+    await sim.requested(1);
+    expect(sim.requests[0]?.answeredAt).toBeUndefined();
+    await expect(sim.requested(2, 50)).rejects.toThrow('upstream-sim: 1/2 calls after 50 ms');
+    await sim.close();
+    await pending;
+  });
+
   it('answers invalid JSON and bad bodies with 400 in the OpenAI error format', async () => {
     const sim = await start();
     const bad = await post(sim, '/chat/completions', '{"messages": [');

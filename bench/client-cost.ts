@@ -112,7 +112,13 @@ function figuresOf(w: Window, replies: number, p50: number, p99: number, failed:
 const SYSTEM = 'You inspect welds on line B. Answer ok or defect.';
 function chatRequest(seq: number): ChatInput {
   const user = `Camera ${seq % 64} frame ${seq}: seam continuous, bead width 4.1 mm, porosity none visible, temperature 71.4 C, shift 2. Verdict?`;
-  return { messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: user }], max_tokens: 16 };
+  return {
+    messages: [
+      { role: 'system', content: SYSTEM },
+      { role: 'user', content: user },
+    ],
+    max_tokens: 16,
+  };
 }
 
 /** `inFlight` lanes, each awaiting one call after another; only calls ending inside the window count. */
@@ -181,7 +187,7 @@ async function rawSearchJob(job: Job): Promise<Figures> {
   let best = 0;
   try {
     await fleet.step(SEARCH.fromRate, WARMUP_S, WAIT_MS);
-    for (let rate = SEARCH.fromRate, failures = 0; failures < 2; ) {
+    for (let rate = SEARCH.fromRate, failures = 0; failures < 2;) {
       const s = await fleet.step(rate, SEARCH.stepS + SEARCH.leadS, WAIT_MS, { leadS: SEARCH.leadS });
       const passed = rawStepPassed(s);
       process.stderr.write(`raw engine @ ${rate}/s: ${passed ? 'pass' : 'fail'}, ${s.achievedRate} replies/s, p99 ${s.latencyMs.p99} ms, lost ${s.lost}\n`);
@@ -200,7 +206,16 @@ async function rawSearchJob(job: Job): Promise<Figures> {
 
 /** runFleet with one device at `job.rate`, after a warm-up run; measured from its first send to its return. */
 async function fleetJob(job: Job, protocol: 4 | 5, client: boolean): Promise<Figures> {
-  const base = { url: `mqtt://127.0.0.1:${job.port}`, devices: 1, rate: job.rate, mix: NORMAL_ONLY, qos: 1 as const, mqtt5: protocol === 5, client, replyTimeoutMs: WAIT_MS };
+  const base = {
+    url: `mqtt://127.0.0.1:${job.port}`,
+    devices: 1,
+    rate: job.rate,
+    mix: NORMAL_ONLY,
+    qos: 1 as const,
+    mqtt5: protocol === 5,
+    client,
+    replyTimeoutMs: WAIT_MS,
+  };
   await runFleet({ ...base, durationS: WARMUP_S, prefix: `${job.tag}w` });
   let window: (() => Window) | undefined;
   const report = await runFleet({ ...base, durationS: job.seconds, prefix: job.tag, onLive: () => (window = openWindow(job.echoPid)) });
@@ -243,7 +258,15 @@ function figuresTable(runs: Array<Map<string, Figures>>): string {
   const figures = Object.keys(runs[0]?.get('client-311') ?? {});
   const rows = [[`median (min–max) of ${runs.length}`, ...figures]];
   for (const name of Object.keys(CONFIGS)) {
-    rows.push([name, ...figures.map((f) => spreadCell(runs.map((r) => r.get(name)?.[f] ?? NaN), { count: isCount(f), unit: '' }))]);
+    rows.push([
+      name,
+      ...figures.map((f) =>
+        spreadCell(
+          runs.map((r) => r.get(name)?.[f] ?? NaN),
+          { count: isCount(f), unit: '' },
+        ),
+      ),
+    ]);
   }
   return textTable(rows);
 }
@@ -296,21 +319,32 @@ function parseSettings(): Settings & { child: string | undefined } {
     child: values.child,
   };
   if (!(s.seconds > 0 && s.fleetRate > 0 && (s.rawRate ?? 1) > 0)) throw new Error('--seconds and the rates must be positive');
-  if (!(Number.isInteger(s.runs) && s.runs > 0 && Number.isInteger(s.inFlight) && s.inFlight > 0)) throw new Error('--runs and --in-flight must be positive integers');
+  if (!(Number.isInteger(s.runs) && s.runs > 0 && Number.isInteger(s.inFlight) && s.inFlight > 0))
+    throw new Error('--runs and --in-flight must be positive integers');
   return s;
 }
 
 function printReport(s: Settings, raw: { rate: number; searched?: number }, runs: Array<Map<string, Figures>>, load: string): void {
   if (s.json) {
-    const out = { settings: { ...s, rawRate: raw.rate, rawSearched: raw.searched }, machine: { cpus: cpus().length, cpu: cpus()[0]?.model.trim(), node: process.version, load }, runs: runs.map((r) => Object.fromEntries(r)) };
+    const out = {
+      settings: { ...s, rawRate: raw.rate, rawSearched: raw.searched },
+      machine: { cpus: cpus().length, cpu: cpus()[0]?.model.trim(), node: process.version, load },
+      runs: runs.map((r) => Object.fromEntries(r)),
+    };
     return void process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
   }
   console.log(`${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.version}; load average ${load}`);
   console.log(`Target: the echo broker (bench/echo-server.ts, its own process). ${s.seconds} s measured after ${WARMUP_S} s warm-up, each in a fresh process.`);
   const searched = raw.searched === undefined ? '' : ` (${SEARCH.headroom * 100} % of ${raw.searched}/s, the highest rate that passed the search)`;
-  console.log(`Closed loop: ${s.inFlight} calls in flight (maxInFlight ${s.inFlight}). Raw engine paced at ${raw.rate}/s${searched}. Fleet: 1 device, ${s.fleetRate}/s, QoS 1.`);
+  console.log(
+    `Closed loop: ${s.inFlight} calls in flight (maxInFlight ${s.inFlight}). Raw engine paced at ${raw.rate}/s${searched}. Fleet: 1 device, ${s.fleetRate}/s, QoS 1.`,
+  );
   console.log(`CPU µs/request: the generator process's user + system CPU (all its threads) over the window ÷ replies.\n`);
-  console.log(`${Object.entries(CONFIGS).map(([name, c]) => `${name.padEnd(19)} ${c.label}`).join('\n')}\n`);
+  console.log(
+    `${Object.entries(CONFIGS)
+      .map(([name, c]) => `${name.padEnd(19)} ${c.label}`)
+      .join('\n')}\n`,
+  );
   console.log(`${figuresTable(runs)}\n\n${ratioTable(runs)}`);
 }
 
@@ -324,7 +358,15 @@ async function main(): Promise<void> {
   // Contract-complete replies: the fleet's raw devices validate them (and count others as malformed).
   const echo = await startServiceProcess({ LOG_LEVEL: 'warn', ECHO_CONTRACT_REPLY: '1' }, { script: distFile('bench/echo-server.js') });
   try {
-    const job = (config: string, tag: string, rate: number): Job => ({ config, port: echo.mqttPort, echoPid: echo.child.pid as number, seconds: s.seconds, inFlight: s.inFlight, rate, tag });
+    const job = (config: string, tag: string, rate: number): Job => ({
+      config,
+      port: echo.mqttPort,
+      echoPid: echo.child.pid as number,
+      seconds: s.seconds,
+      inFlight: s.inFlight,
+      rate,
+      tag,
+    });
     const searched = s.rawRate === undefined ? ((await inChild(job('raw-search', 'cc-search', 0), undefined)).rate ?? 0) : undefined;
     if (searched === 0) throw new Error(`the raw engine sustained no rate from ${SEARCH.fromRate}/s up`);
     const raw = { rate: s.rawRate ?? Math.round(((searched as number) * SEARCH.headroom) / 100) * 100, ...(searched === undefined ? {} : { searched }) };

@@ -15,7 +15,17 @@ const INSTANCES = Number(values.instances ?? 10);
 const RUNS = Number(values.runs ?? 3);
 
 const reply = (i: number): Reply =>
-  ({ id: `r${i}`, ok: true, model: 'm', content: 'x', finish_reason: 'stop', cached: false, attempts: 1, priority: 'normal', timing: { queued_ms: 1, upstream_ms: 20, total_ms: 20 + (i % 50) } }) as Reply;
+  ({
+    id: `r${i}`,
+    ok: true,
+    model: 'm',
+    content: 'x',
+    finish_reason: 'stop',
+    cached: false,
+    attempts: 1,
+    priority: 'normal',
+    timing: { queued_ms: 1, upstream_ms: 20, total_ms: 20 + (i % 50) },
+  }) as Reply;
 
 function observe(recorder: DashboardRecorder, count: number, devices: number): void {
   for (let i = 0; i < count; i += 1) {
@@ -27,7 +37,19 @@ function observe(recorder: DashboardRecorder, count: number, devices: number): v
 function report(instance: string): InstanceReport {
   const recorder = new DashboardRecorder(instance);
   observe(recorder, 1000, 500);
-  const view = { instance, version: 'bench', startedAt: 0, broker: 'embedded' as const, store: 'redis' as const, connectedClients: 0, inFlight: 0, storeReachable: true, ready: true, notReady: [], seenAt: Date.now() };
+  const view = {
+    instance,
+    version: 'bench',
+    startedAt: 0,
+    broker: 'embedded' as const,
+    store: 'redis' as const,
+    connectedClients: 0,
+    inFlight: 0,
+    storeReachable: true,
+    ready: true,
+    notReady: [],
+    seenAt: Date.now(),
+  };
   return JSON.parse(JSON.stringify(buildReport(view, recorder.take(), [], []))) as InstanceReport;
 }
 
@@ -44,14 +66,19 @@ for (let run = 0; run < RUNS; run += 1) {
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
-const cell = (xs: number[], digits: number): string =>
-  `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`;
+const cell = (xs: number[], digits: number): string => `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`;
 process.stdout.write(
   [
     `| dashboard cost, median (min–max) of ${RUNS} runs | |`,
     '| --- | --- |',
-    `| recorder, µs per reply (a claim and a reply observed; ${REPLIES} replies, 5 000 devices) | ${cell(rows.map((r) => r.perReplyUs), 2)} |`,
-    `| fleet view of ${INSTANCES} instances' reports (1 000 replies each), ms per tick | ${cell(rows.map((r) => r.fleetViewMs), 1)} |`,
+    `| recorder, µs per reply (a claim and a reply observed; ${REPLIES} replies, 5 000 devices) | ${cell(
+      rows.map((r) => r.perReplyUs),
+      2,
+    )} |`,
+    `| fleet view of ${INSTANCES} instances' reports (1 000 replies each), ms per tick | ${cell(
+      rows.map((r) => r.fleetViewMs),
+      1,
+    )} |`,
     `| one instance's report, bytes (no provider) | ${rows[0]?.reportBytes ?? 0} |`,
   ].join('\n') + '\n',
 );

@@ -45,19 +45,46 @@ for (const size of [16_384, 32_768, 65_536, 262_000]) {
   const payload = bignum(size);
   const quadratic = values['skip-quadratic'] && size > 65_536;
   const alone = quadratic ? 'skipped' : fmt(msPerCall(() => plainCbor.decode(payload)));
-  row([`CBOR bignum (tag 2) around a byte string`, String(payload.length), alone, fmt(msPerCall(() => decodePayload(payload, true, { id: null }), 100, 5)), String(cborProblem(payload))]);
+  row([
+    `CBOR bignum (tag 2) around a byte string`,
+    String(payload.length),
+    alone,
+    fmt(msPerCall(() => decodePayload(payload, true, { id: null }), 100, 5)),
+    String(cborProblem(payload)),
+  ]);
 }
 const deep = Buffer.from('{"id":"d","messages":[{"role":"user","content":"x","name":' + '['.repeat(100_000) + ']'.repeat(100_000) + '}]}');
-row(['JSON, an array 100 000 deep in a message', String(deep.length), `${fmt(msPerCall(() => JSON.parse(deep.toString()), 10, 5))} (then a stack overflow in the cache key)`, fmt(msPerCall(() => decodePayload(deep, false, { id: null }), 100, 5)), String(jsonNestingProblem(deep))]);
+row([
+  'JSON, an array 100 000 deep in a message',
+  String(deep.length),
+  `${fmt(msPerCall(() => JSON.parse(deep.toString()), 10, 5))} (then a stack overflow in the cache key)`,
+  fmt(msPerCall(() => decodePayload(deep, false, { id: null }), 100, 5)),
+  String(jsonNestingProblem(deep)),
+]);
 
 console.log('\n| plain request | bytes | parse alone, µs | scan only, µs | checked decoding, µs |');
 console.log('| --- | --- | --- | --- | --- |');
-const chat = { id: 'r-000123', model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Is there a scratch on this part? Line 3, station 7, part A7.' }], max_tokens: 256, temperature: 0.2 };
+const chat = {
+  id: 'r-000123',
+  model: 'gpt-4o-mini',
+  messages: [{ role: 'user', content: 'Is there a scratch on this part? Line 3, station 7, part A7.' }],
+  max_tokens: 256,
+  temperature: 0.2,
+};
 const big = { ...chat, messages: [{ role: 'user', content: 'x'.repeat(200_000) }] };
-for (const [name, value] of [['chat', chat], ['chat, 200 KB of text', big]] as const) {
+for (const [name, value] of [
+  ['chat', chat],
+  ['chat, 200 KB of text', big],
+] as const) {
   const json = Buffer.from(JSON.stringify(value));
   const cbor = encode(value);
   const us = (fn: () => unknown): string => (msPerCall(fn, 2000, 5) * 1000).toFixed(2);
-  row([`${name}, JSON`, String(json.length), us(() => JSON.parse(json.toString())), us(() => jsonNestingProblem(json)), us(() => decodePayload(json, false, { id: null }))]);
+  row([
+    `${name}, JSON`,
+    String(json.length),
+    us(() => JSON.parse(json.toString())),
+    us(() => jsonNestingProblem(json)),
+    us(() => decodePayload(json, false, { id: null })),
+  ]);
   row([`${name}, CBOR`, String(cbor.length), us(() => plainCbor.decode(cbor)), us(() => cborProblem(cbor)), us(() => decodePayload(cbor, true, { id: null }))]);
 }

@@ -79,7 +79,17 @@ const echoBody =
   process.env.ECHO_CONTRACT_REPLY === '1'
     ? // Priority normal whatever the request's: the bench that asks for it sends normal only.
       (id: string): string =>
-        JSON.stringify({ id, ok: true, model: 'echo', content: 'ok', finish_reason: 'stop', cached: false, attempts: 1, priority: 'normal', timing: { queued_ms: 0, upstream_ms: 0, total_ms: 0 } })
+        JSON.stringify({
+          id,
+          ok: true,
+          model: 'echo',
+          content: 'ok',
+          finish_reason: 'stop',
+          cached: false,
+          attempts: 1,
+          priority: 'normal',
+          timing: { queued_ms: 0, upstream_ms: 0, total_ms: 0 },
+        })
     : (id: string): string => JSON.stringify({ id, ok: true });
 
 /** A Response Topic the bridge would use (the device's own, no wildcard), else none. */
@@ -101,9 +111,7 @@ async function main(): Promise<void> {
   };
 
   const settings: WorkerSettings | undefined =
-    config.upstreamUrl === undefined
-      ? undefined
-      : { upstreamUrl: config.upstreamUrl, model: config.upstreamModel, connections: config.maxConcurrency };
+    config.upstreamUrl === undefined ? undefined : { upstreamUrl: config.upstreamUrl, model: config.upstreamModel, connections: config.maxConcurrency };
   let handle: (deviceId: string, request: Request, route: Route | undefined) => void;
   let worker: Worker | undefined;
   if (!settings) {

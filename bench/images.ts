@@ -32,12 +32,23 @@ function frame(bytes: number, seq: number): Buffer {
 function message(form: Form, device: string, id: string, image: Buffer): { topic: string; payload: Buffer } {
   if (form === 'raw') return { topic: `devices/${device}/image/normal/shot/${id}`, payload: image };
   const url = `data:image/jpeg;base64,${image.toString('base64')}`;
-  const content = [{ type: 'text', text: QUESTION }, { type: 'image_url', image_url: { url, detail: 'low' } }];
+  const content = [
+    { type: 'text', text: QUESTION },
+    { type: 'image_url', image_url: { url, detail: 'low' } },
+  ];
   return { topic: `devices/${device}/infer/normal`, payload: Buffer.from(JSON.stringify({ id, messages: [{ role: 'user', content }] })) };
 }
 
 /** One form at one rate on a fresh bridge: its figures by row name. */
-async function phase(form: Form, upstreamUrl: string, configFile: string, kb: number, rate: number, seconds: number, tag: string): Promise<Record<string, number>> {
+async function phase(
+  form: Form,
+  upstreamUrl: string,
+  configFile: string,
+  kb: number,
+  rate: number,
+  seconds: number,
+  tag: string,
+): Promise<Record<string, number>> {
   const bytes = kb * 1024;
   const env = {
     UPSTREAM_URL: upstreamUrl,
@@ -92,16 +103,28 @@ async function main(): Promise<void> {
   const phases = rates.flatMap((rate) => FORMS.map((form) => ({ rate, form, name: column(form, rate) })));
   let runs: Array<Map<string, Record<string, number>>>;
   try {
-    runs = await alternatingRuns(runCount, phases.map((p) => p.name), (name, run) => {
-      const { form, rate } = phases.find((p) => p.name === name) as (typeof phases)[number];
-      return phase(form, sim.url, configFile, kb, rate, seconds, `r${run}-${form}-${rate}`);
-    });
+    runs = await alternatingRuns(
+      runCount,
+      phases.map((p) => p.name),
+      (name, run) => {
+        const { form, rate } = phases.find((p) => p.name === name) as (typeof phases)[number];
+        return phase(form, sim.url, configFile, kb, rate, seconds, `r${run}-${form}-${rate}`);
+      },
+    );
   } finally {
     sim.child.kill('SIGTERM');
     rmSync(dir, { recursive: true, force: true });
   }
-  console.log(`A ${kb} KiB JPEG per request from ${DEVICES} MQTT 3.1.1 cameras at QoS 1, ${seconds} s per phase after ${WARMUP_SECONDS} s unrecorded; upstream simulator 20 ms.\n`);
-  console.log(runsTable(rates.flatMap((r) => FORMS.map((f) => column(f, r))), runs, formatOf));
+  console.log(
+    `A ${kb} KiB JPEG per request from ${DEVICES} MQTT 3.1.1 cameras at QoS 1, ${seconds} s per phase after ${WARMUP_SECONDS} s unrecorded; upstream simulator 20 ms.\n`,
+  );
+  console.log(
+    runsTable(
+      rates.flatMap((r) => FORMS.map((f) => column(f, r))),
+      runs,
+      formatOf,
+    ),
+  );
 }
 
 await main();

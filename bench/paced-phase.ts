@@ -122,7 +122,11 @@ export async function alternatingRuns(
     const out = new Map<string, Record<string, number>>();
     for (const column of columns) {
       const figures = await measure(column, run);
-      process.stderr.write(`run ${run + 1}, ${column}: ${Object.entries(figures).map(([k, v]) => `${k} ${Math.round(v * 10) / 10}`).join(', ')}\n`);
+      process.stderr.write(
+        `run ${run + 1}, ${column}: ${Object.entries(figures)
+          .map(([k, v]) => `${k} ${Math.round(v * 10) / 10}`)
+          .join(', ')}\n`,
+      );
       out.set(column, figures);
     }
     runs.push(out);

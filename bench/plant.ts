@@ -29,7 +29,10 @@ const SUBSCRIBED_MS = 15_000;
 
 export async function startPlant(options: PlantOptions): Promise<Plant> {
   // BENCH_MOSQUITTO_CONFIG: extra config lines separated by `;`, to try a broker setting.
-  const extraConfig = (process.env.BENCH_MOSQUITTO_CONFIG ?? '').split(';').map((l) => l.trim()).filter((l) => l !== '');
+  const extraConfig = (process.env.BENCH_MOSQUITTO_CONFIG ?? '')
+    .split(';')
+    .map((l) => l.trim())
+    .filter((l) => l !== '');
   const mosquitto = await startPrivateMosquitto({ extraConfig });
   const services: ServiceProcess[] = [];
   const stop = async (): Promise<void> => {

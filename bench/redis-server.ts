@@ -22,11 +22,9 @@ export async function startPrivateRedis(args: string[] = [], options: { port?: n
   let lastError: unknown;
   for (let attempt = 0; attempt < 3; attempt += 1) {
     const port = options.port ?? (await freePort());
-    const child = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     try {
       await ready(child);
       return {

@@ -217,7 +217,11 @@ function idleSection(r: BenchResults): string | undefined {
   ];
   const explain = `Peak: the highest RSS while the devices connected and under the light load. Settled: RSS once V8 has given the connection burst's garbage back (read when RSS has fallen and held still for 3 s, at most ${idle.settleS} s after the light load).`;
   const note = idle.note === undefined ? '' : `\n\n${idle.note}`;
-  return `### Idle connections\n\n${table(headers, headers.map(() => 'r' as const), [row])}\n\n${explain}${note}`;
+  return `### Idle connections\n\n${table(
+    headers,
+    headers.map(() => 'r' as const),
+    [row],
+  )}\n\n${explain}${note}`;
 }
 
 /** The summary: heading, one row per system, then overload and idle tables when measured. */

@@ -60,8 +60,7 @@ async function startShared(options: RunOptions): Promise<Shared> {
  */
 async function measureSystems(options: RunOptions, shared: Shared, results: BenchResults): Promise<void> {
   const size = { workers: options.workers, devices: options.devices };
-  const start = (id: SystemId, queueWaitMs?: number): Promise<Sut> =>
-    startSut(id, shared.upstream, shared.redisUrl ?? '', options.profile, queueWaitMs);
+  const start = (id: SystemId, queueWaitMs?: number): Promise<Sut> => startSut(id, shared.upstream, shared.redisUrl ?? '', options.profile, queueWaitMs);
   for (const id of options.systems) {
     const sut = await start(id);
     let result: SystemResult;

@@ -37,7 +37,12 @@ export function runsTable(columns: string[], runs: Array<Map<string, Record<stri
   const head = `| median (min–max) of ${runs.length} run${runs.length === 1 ? '' : 's'} | ${columns.join(' | ')} |`;
   const lines = [head, `| --- |${columns.map(() => ' ---: |').join('')}`];
   for (const row of rows) {
-    const cells = columns.map((c) => spreadCell(runs.map((m) => m.get(c)?.[row] ?? NaN), formatOf(row)));
+    const cells = columns.map((c) =>
+      spreadCell(
+        runs.map((m) => m.get(c)?.[row] ?? NaN),
+        formatOf(row),
+      ),
+    );
     lines.push(`| ${row} | ${cells.join(' | ')} |`);
   }
   return lines.join('\n');

@@ -82,7 +82,9 @@ async function main(): Promise<void> {
     sim.child.kill('SIGTERM');
     rmSync(dir, { recursive: true, force: true });
   }
-  console.log(`A template request (4-field output) from ${DEVICES} MQTT 3.1.1 devices at ${rate}/s, QoS 1, ${seconds} s per step after ${WARMUP_SECONDS} s unrecorded; upstream simulator 20 ms; embedded broker, no Redis.\n`);
+  console.log(
+    `A template request (4-field output) from ${DEVICES} MQTT 3.1.1 devices at ${rate}/s, QoS 1, ${seconds} s per step after ${WARMUP_SECONDS} s unrecorded; upstream simulator 20 ms; embedded broker, no Redis.\n`,
+  );
   console.log(runsTable([...STEPS], runs, formatOf));
 }
 

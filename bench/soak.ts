@@ -142,10 +142,16 @@ class Soak {
   }
 
   async sample(minute: number): Promise<Sample> {
-    const text = await fetch(`http://127.0.0.1:${this.service.httpPort}/metrics`).then((r) => r.text(), () => '');
+    const text = await fetch(`http://127.0.0.1:${this.service.httpPort}/metrics`).then(
+      (r) => r.text(),
+      () => '',
+    );
     const metric = (name: string): number => Number(new RegExp(`^${name} ([0-9.e+-]+)`, 'm').exec(text)?.[1] ?? NaN);
     const conn = new Redis(this.redisPort, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 1 });
-    const info = await conn.connect().then(() => conn.info('memory'), () => '');
+    const info = await conn.connect().then(
+      () => conn.info('memory'),
+      () => '',
+    );
     conn.disconnect();
     return {
       minute,
@@ -179,7 +185,9 @@ function slope(samples: Sample[], key: keyof Omit<Sample, 'minute'>): number {
 }
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({ options: { minutes: { type: 'string', default: '30' }, every: { type: 'string', default: '2' }, rate: { type: 'string', default: '20' } } });
+  const { values } = parseArgs({
+    options: { minutes: { type: 'string', default: '30' }, every: { type: 'string', default: '2' }, rate: { type: 'string', default: '20' } },
+  });
   const minutes = Number(values.minutes);
   const everyMs = Number(values.every) * 60_000;
   const soak = new Soak();
@@ -193,7 +201,9 @@ async function main(): Promise<number> {
     void soak.sample(samples.length + 1).then((s) => {
       samples.push(s);
       const f = (v: number): string => v.toFixed(1);
-      console.log(`minute ${s.minute}: rss ${f(s.rssMb)} MB, heap ${f(s.heapMb)} MB, fds ${s.fds}, event-loop p99 ${f(s.loopP99Ms)} ms, redis ${f(s.redisMb)} MB`);
+      console.log(
+        `minute ${s.minute}: rss ${f(s.rssMb)} MB, heap ${f(s.heapMb)} MB, fds ${s.fds}, event-loop p99 ${f(s.loopP99Ms)} ms, redis ${f(s.redisMb)} MB`,
+      );
     });
   }, 60_000);
   for (let i = 0; Date.now() + everyMs < end; i += 1) {
@@ -219,7 +229,9 @@ async function main(): Promise<number> {
     `soak: ${minutes} min, sent ${n}, acknowledged ${acked.size}, answered ${replies.size} (error replies ${errors}), lost ${lost.length}, ` +
       `answered twice ${twice}, answered two ways ${twoWays}`,
   );
-  console.log(`slopes: ${per('rssMb', 'MB')}, ${per('heapMb', 'MB')}, ${per('fds', 'fds')}, ${per('redisMb', 'MB')}; event-loop p99 max ${Math.max(...samples.map((s) => s.loopP99Ms).filter(Number.isFinite)).toFixed(1)} ms`);
+  console.log(
+    `slopes: ${per('rssMb', 'MB')}, ${per('heapMb', 'MB')}, ${per('fds', 'fds')}, ${per('redisMb', 'MB')}; event-loop p99 max ${Math.max(...samples.map((s) => s.loopP99Ms).filter(Number.isFinite)).toFixed(1)} ms`,
+  );
   if (lost.length > 0) console.log(`lost: ${lost.slice(0, 20).join(', ')}`);
   return lost.length > 0 || twoWays > 0 ? 1 : 0;
 }

@@ -49,7 +49,10 @@ function observer(transport: 'tcp' | 'ws', port: number): ChildProcess {
 }
 
 function p99(latencies: Array<[number, number]>, from: number, to: number): number {
-  const xs = latencies.filter(([t]) => t >= from && t < to).map(([, l]) => l).sort((a, b) => a - b);
+  const xs = latencies
+    .filter(([t]) => t >= from && t < to)
+    .map(([, l]) => l)
+    .sort((a, b) => a - b);
   return xs.length === 0 ? NaN : (xs[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))] as number);
 }
 
@@ -68,17 +71,23 @@ async function run(transport: 'tcp' | 'ws', seconds: number, extraEnv: Record<st
   const upstream = await startUpstreamSim({ port: 0, latencyMs: 20, answerBytes: REPLY_BYTES });
   const hash = await hashPassword(PASSWORD);
   const ids = Array.from({ length: DEVICES }, (_, i) => `cam-${i}`);
-  const users = [...ids.map((id) => ({ username: id, password_hash: hash, role: 'device', device_id: id })), { username: 'scada', password_hash: hash, role: 'observer' }];
+  const users = [
+    ...ids.map((id) => ({ username: id, password_hash: hash, role: 'device', device_id: id })),
+    { username: 'scada', password_hash: hash, role: 'observer' },
+  ];
   writeFileSync(join(dir, 'auth.json'), JSON.stringify({ users }));
-  const service = await startServiceProcess({
-    UPSTREAM_URL: upstream.url,
-    AUTH_FILE: join(dir, 'auth.json'),
-    // Limits far above the offered rate: every reply is a full answer.
-    RATE_LIMIT_RPM: '1000000',
-    DEVICE_RATE_LIMIT_RPM: '1000000',
-    ...(transport === 'ws' ? { MQTT_WS_PORT: '0' } : {}),
-    ...extraEnv,
-  }, process.env.BENCH_BRIDGE ? { script: process.env.BENCH_BRIDGE } : {});
+  const service = await startServiceProcess(
+    {
+      UPSTREAM_URL: upstream.url,
+      AUTH_FILE: join(dir, 'auth.json'),
+      // Limits far above the offered rate: every reply is a full answer.
+      RATE_LIMIT_RPM: '1000000',
+      DEVICE_RATE_LIMIT_RPM: '1000000',
+      ...(transport === 'ws' ? { MQTT_WS_PORT: '0' } : {}),
+      ...extraEnv,
+    },
+    process.env.BENCH_BRIDGE ? { script: process.env.BENCH_BRIDGE } : {},
+  );
   const wsPort = service.logs.find((l) => l.msg === 'bridge ready')?.mqttWsPort;
   const watcher = observer(transport, transport === 'ws' ? Number(wsPort) : service.mqttPort);
   const devices: MqttClient[] = [];
@@ -130,7 +139,9 @@ async function run(transport: 'tcp' | 'ws', seconds: number, extraEnv: Record<st
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { transport: { type: 'string', default: 'tcp' }, seconds: { type: 'string', default: '14' }, runs: { type: 'string', default: '1' } } });
+  const { values } = parseArgs({
+    options: { transport: { type: 'string', default: 'tcp' }, seconds: { type: 'string', default: '14' }, runs: { type: 'string', default: '1' } },
+  });
   const transport = values.transport === 'ws' ? 'ws' : 'tcp';
   const extraEnv = JSON.parse(process.env.BENCH_ENV ?? '{}') as Record<string, string>;
   for (let i = 0; i < Number(values.runs); i += 1) {

@@ -36,10 +36,17 @@ interface Phase {
   noChunk: number;
 }
 
-interface Sample { at: number; first?: number; done?: number; ok?: boolean; code?: string; chunked: boolean; recorded: boolean }
+interface Sample {
+  at: number;
+  first?: number;
+  done?: number;
+  ok?: boolean;
+  code?: string;
+  chunked: boolean;
+  recorded: boolean;
+}
 
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
-
 
 function summarize(samples: Sample[]): Phase {
   const rec = samples.filter((s) => s.recorded);
@@ -210,9 +217,13 @@ async function runOnce(run: number, rates: number[], seconds: number): Promise<M
   try {
     for (const rate of rates) {
       const up = await upstreamAlone(sim.url, rate, seconds, `u${run}-${rate}`);
-      log(`run ${run + 1}, ${rate}/s upstream alone: TTFT p50 ${pct(up.first, 0.5).toFixed(1)} p99 ${pct(up.first, 0.99).toFixed(1)} ms, ${up.rate.toFixed(0)}/s, lost ${up.lost}`);
+      log(
+        `run ${run + 1}, ${rate}/s upstream alone: TTFT p50 ${pct(up.first, 0.5).toFixed(1)} p99 ${pct(up.first, 0.99).toFixed(1)} ms, ${up.rate.toFixed(0)}/s, lost ${up.lost}`,
+      );
       const br = await throughBridge(sim.url, rate, seconds, `b${run}-${rate}`);
-      log(`run ${run + 1}, ${rate}/s bridge: TTFC p50 ${pct(br.first, 0.5).toFixed(1)} p99 ${pct(br.first, 0.99).toFixed(1)} ms, reply p99 ${pct(br.done, 0.99).toFixed(1)} ms, ${br.rate.toFixed(0)}/s, lost ${br.lost}, errors ${br.errors}${br.codes}, no chunk ${br.noChunk} (${br.warmup})`);
+      log(
+        `run ${run + 1}, ${rate}/s bridge: TTFC p50 ${pct(br.first, 0.5).toFixed(1)} p99 ${pct(br.first, 0.99).toFixed(1)} ms, reply p99 ${pct(br.done, 0.99).toFixed(1)} ms, ${br.rate.toFixed(0)}/s, lost ${br.lost}, errors ${br.errors}${br.codes}, no chunk ${br.noChunk} (${br.warmup})`,
+      );
       out.set(column(rate), figures(up, br));
     }
     return out;
@@ -228,10 +239,13 @@ async function main(): Promise<void> {
   const rates = values.rates.split(',').map(Number);
   const seconds = Number(values.seconds);
   const runCount = Number(values.runs);
-  if (rates.some((r) => !(r > 0)) || !(seconds > 0) || !(Number.isInteger(runCount) && runCount > 0)) throw new Error('--rates, --seconds and --runs must be positive');
+  if (rates.some((r) => !(r > 0)) || !(seconds > 0) || !(Number.isInteger(runCount) && runCount > 0))
+    throw new Error('--rates, --seconds and --runs must be positive');
   const runs: Array<Map<string, Record<string, number>>> = [];
   for (let run = 0; run < runCount; run += 1) runs.push(await runOnce(run, rates, seconds));
-  console.log(`Upstream simulator: first byte after ${LATENCY_MS} ms, one event every ${CHUNK_MS} ms; ${DEVICES} devices, QoS 1 requests, ${seconds} s per rate after ${WARMUP_S} s unrecorded.\n`);
+  console.log(
+    `Upstream simulator: first byte after ${LATENCY_MS} ms, one event every ${CHUNK_MS} ms; ${DEVICES} devices, QoS 1 requests, ${seconds} s per rate after ${WARMUP_S} s unrecorded.\n`,
+  );
   console.log(runsTable(rates.map(column), runs, formatOf));
 }
 

@@ -61,9 +61,7 @@ function clampMs(ms: number): number {
 }
 
 function finiteSteps(system: SystemResult): StepResult[] {
-  return stepsByRate(system.steps).filter(
-    (s) => Number.isFinite(s.rate) && Number.isFinite(s.latencyMs.p50) && Number.isFinite(s.latencyMs.p99),
-  );
+  return stepsByRate(system.steps).filter((s) => Number.isFinite(s.rate) && Number.isFinite(s.latencyMs.p50) && Number.isFinite(s.latencyMs.p99));
 }
 
 /** 1, 2 or 5 times a power of ten, so that about `target` steps cover `max`. */
@@ -176,8 +174,7 @@ function maxRateMarker(system: SystemResult, s: Scales, stroke: string): string[
 function series(system: SystemResult, index: number, s: Scales): string[] {
   const stroke = colour(index);
   const steps = finiteSteps(system);
-  const points = (p: Percentile): Point[] =>
-    steps.map((step) => ({ x: s.x(step.rate), y: s.y(step.latencyMs[p]), passed: step.passed }));
+  const points = (p: Percentile): Point[] => steps.map((step) => ({ x: s.x(step.rate), y: s.y(step.latencyMs[p]), passed: step.passed }));
   return [...maxRateMarker(system, s, stroke), ...curve(points('p50'), 'p50', stroke), ...curve(points('p99'), 'p99', stroke)];
 }
 
@@ -196,8 +193,7 @@ function legendEntry(system: SystemResult, index: number): string[] {
 function legendKey(systemCount: number): string[] {
   const top = PLOT.top + 8 + systemCount * LEGEND_ROW + 8;
   const row = (i: number): number => top + i * 20;
-  const sample = (i: number, extra: string): string =>
-    `<line x1="${LEGEND_X}" y1="${row(i)}" x2="${LEGEND_X + 24}" y2="${row(i)}" stroke="#333"${extra}/>`;
+  const sample = (i: number, extra: string): string => `<line x1="${LEGEND_X}" y1="${row(i)}" x2="${LEGEND_X + 24}" y2="${row(i)}" stroke="#333"${extra}/>`;
   const label = (i: number, text: string): string => `<text x="${LEGEND_X + 30}" y="${row(i) + 4}" font-size="11">${text}</text>`;
   return [
     sample(0, ' stroke-width="2"'),

@@ -97,7 +97,16 @@ export async function startBridge(
     const gate = new IntakeGate();
     await joinLiveness(config, coordination, instanceId, log, closers);
     const mqtt = await openMqtt(config, identity, gate.handler, log, coordination, repeatLog, closers);
-    const sparkplug = await openSparkplug({ config, instanceId, owner: identity.owner, mqtt, state: coordination.scada, log, leaseTtlMs: options.sparkplugLeaseTtlMs, closers });
+    const sparkplug = await openSparkplug({
+      config,
+      instanceId,
+      owner: identity.owner,
+      mqtt,
+      state: coordination.scada,
+      log,
+      leaseTtlMs: options.sparkplugLeaseTtlMs,
+      closers,
+    });
     const live = { templates: new Templates(config.file.templates), weights: config.file.weights, budgets: config.file.budgets };
     return await startPipeline({ config, identity, log, closers, coordination, upstream, mqtt, live, sparkplug }, gate, options);
   } catch (err) {
@@ -117,7 +126,12 @@ async function openStore(config: Config, log: Logger, closers: Closers, store: S
 
 /** The providers the upstream calls go to, with each one's circuit where the coordination keeps state. */
 function openUpstream(config: Config & { upstreamUrl: string }, coordination: Coordination, log: Logger, closers: Closers): ProviderChain {
-  const upstream = buildProviderChain(config, upstreamSettings(config, config.file), breakerStore(config, coordination.redis), log.child({ module: 'upstream' }));
+  const upstream = buildProviderChain(
+    config,
+    upstreamSettings(config, config.file),
+    breakerStore(config, coordination.redis),
+    log.child({ module: 'upstream' }),
+  );
   closers.push('upstream', () => upstream.close());
   return upstream;
 }
@@ -141,7 +155,13 @@ async function startPipeline(core: Core, gate: IntakeGate, options: BridgeOption
   const recorder = new DashboardRecorder(identity.instanceId);
   const metrics = buildMetrics(core, recorder, { inFlight: () => scheduler?.inFlight ?? 0, scada: () => scada });
   const { results, scada } = buildResults(core, metrics);
-  const admin = await openAdmin(core, metrics, () => scheduler, () => stopping, { recorder, tickMs: options.dashboardTickMs ?? DEFAULT_TICK_MS });
+  const admin = await openAdmin(
+    core,
+    metrics,
+    () => scheduler,
+    () => stopping,
+    { recorder, tickMs: options.dashboardTickMs ?? DEFAULT_TICK_MS },
+  );
   const status = openStatus(core, metrics, options);
   const shedder = openShedder(core, metrics, () => scheduler);
   const running = openScheduler(core, { results, metrics, shedder });
@@ -182,20 +202,23 @@ function buildMetrics(
   recorder: DashboardRecorder,
   later: { inFlight(): number; scada(): ScadaOutputs | undefined },
 ): BridgeMetrics {
-  return new BridgeMetrics({
-    queueDepth: () => store.operations.queueDepth(),
-    inFlight: () => later.inFlight(),
-    providers: () => upstream.health(),
-    connectedClients: () => mqtt.clientCount(),
-    refusals: () => mqtt.refusals(),
-    sessions: () => mqtt.broker?.sessions,
-    deadLettersDropped: () => store.operations.deadLetters.dropped(),
-    budgets: () => budgetReport(live.budgets, store.operations, Date.now()),
-    scada: () => {
-      const scada = later.scada();
-      return scada && { ...scada.counts, sparkplugPublishing: sparkplug?.node.publishing };
+  return new BridgeMetrics(
+    {
+      queueDepth: () => store.operations.queueDepth(),
+      inFlight: () => later.inFlight(),
+      providers: () => upstream.health(),
+      connectedClients: () => mqtt.clientCount(),
+      refusals: () => mqtt.refusals(),
+      sessions: () => mqtt.broker?.sessions,
+      deadLettersDropped: () => store.operations.deadLetters.dropped(),
+      budgets: () => budgetReport(live.budgets, store.operations, Date.now()),
+      scada: () => {
+        const scada = later.scada();
+        return scada && { ...scada.counts, sparkplugPublishing: sparkplug?.node.publishing };
+      },
     },
-  }, recorder);
+    recorder,
+  );
 }
 
 /** Where replies leave, and the SCADA outputs (UNS, Sparkplug) every template reply also goes to. */
@@ -307,11 +330,7 @@ function reloadLive({ config, live, log }: Core): void {
 }
 
 /** Admission behind the gate the broker already delivers to; its stop first lets the broker stop delivering. */
-function openIntake(
-  core: Core,
-  gate: IntakeGate,
-  parts: { results: Results; shedder: LoadShedder; scheduler: Scheduler; metrics: BridgeMetrics },
-): void {
+function openIntake(core: Core, gate: IntakeGate, parts: { results: Results; shedder: LoadShedder; scheduler: Scheduler; metrics: BridgeMetrics }): void {
   const intake = buildIntake(core, parts);
   gate.open(intake, parts.metrics);
   core.closers.push('intake', async () => {

@@ -45,7 +45,10 @@ export class Closers {
   }
 
   private giveUp(part: string): never {
-    const skipped = this.stack.splice(0).reverse().map((c) => c.part);
+    const skipped = this.stack
+      .splice(0)
+      .reverse()
+      .map((c) => c.part);
     this.logger.error({ part, skipped }, 'stop deadline passed: the parts still closing are left as they are');
     throw new CloseDeadlineError([part, ...skipped]);
   }

@@ -111,7 +111,8 @@ async function openRedisCoordination(
   closers.push('presence', () => presence.leave());
   // The embedded brokers of a fleet share subscriptions and sessions through Redis; with the
   // plant's broker (BROKER_URL) that broker does it. The broker closes the plugins.
-  const plugins = config.brokerUrl === undefined ? await createClusterPlugins(openRedis(config.redis), config.redisPrefix, log, { presence, report: outage }) : undefined;
+  const plugins =
+    config.brokerUrl === undefined ? await createClusterPlugins(openRedis(config.redis), config.redisPrefix, log, { presence, report: outage }) : undefined;
   const scada = new RedisScadaState(redis, { prefix: config.redisPrefix, bounds: scadaBounds(config), logger: log });
   closers.push('scada', () => scada.close());
   // Connections closing from here on are expected.
@@ -131,7 +132,12 @@ async function openRedisCoordination(
   };
 }
 
-async function joinPresence(config: Pick<Config, 'redisPrefix'> & { redis: RedisEndpoint }, redis: Redis, log: Logger, outage: ConditionReport): Promise<Presence> {
+async function joinPresence(
+  config: Pick<Config, 'redisPrefix'> & { redis: RedisEndpoint },
+  redis: Redis,
+  log: Logger,
+  outage: ConditionReport,
+): Promise<Presence> {
   const channel = redisKeys(config.redisPrefix).instances;
   try {
     return await Presence.join({
@@ -164,7 +170,12 @@ async function openRedisStore(
   const { redisPrefix: prefix, redisTimeoutMs: timeoutMs } = config;
   const connection = (name: string): Redis => {
     const conn = newRedis(Redis, endpoint, connectionOptions(name, timeoutMs));
-    closers.push(name, () => conn.quit().then(() => undefined, () => conn.disconnect()));
+    closers.push(name, () =>
+      conn.quit().then(
+        () => undefined,
+        () => conn.disconnect(),
+      ),
+    );
     return conn;
   };
   const redis = connection(`edge-ai-bridge:${prefix}`);
@@ -176,7 +187,7 @@ async function openRedisStore(
   const replicas = await replicasOption(config.redisWaitReplicas, () => connection(`edge-ai-bridge:${prefix}:admissions`), timeoutMs, log, outage);
   const store = new RedisStore(redis, { prefix, health, replicas, fairShare: config.fairShare, deadLetters: deadLetterBounds(config) });
   const moved = await store.upgrade(Date.now());
-  if (moved > 0) log.info({ jobs: moved }, 'moved the jobs an older version left in Redis to this version\'s layout');
+  if (moved > 0) log.info({ jobs: moved }, "moved the jobs an older version left in Redis to this version's layout");
   return { redis, store, health };
 }
 
@@ -251,7 +262,10 @@ async function replicasOption(
       short += 1;
       if (Date.now() - loggedAt < 10_000) return;
       loggedAt = Date.now();
-      log.warn({ wanted: count, acked, admissions: short }, 'fewer Redis replicas than REDIS_WAIT_REPLICAS confirmed admissions in time: a failover now could lose them');
+      log.warn(
+        { wanted: count, acked, admissions: short },
+        'fewer Redis replicas than REDIS_WAIT_REPLICAS confirmed admissions in time: a failover now could lose them',
+      );
       short = 0;
     },
   };

@@ -106,7 +106,8 @@ const EXPECTED_CODES = new Set([
 ]);
 
 /** ioredis' and mqtt.js' words for a connection that is gone or not there yet. */
-const EXPECTED_MESSAGES = /connection is closed|stream isn't writeable|max retries per request|connack timeout|connection closed|client disconnecting|command timed out|socket closed/i;
+const EXPECTED_MESSAGES =
+  /connection is closed|stream isn't writeable|max retries per request|connack timeout|connection closed|client disconnecting|command timed out|socket closed/i;
 
 /** An expected error as its message (and code); anything else whole, stack included. */
 export function errorFields(err: unknown): Record<string, unknown> {

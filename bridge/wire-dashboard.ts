@@ -38,7 +38,14 @@ export async function openDashboard(
   const local = (query: string): DeviceView[] => localDevices({ recorder, clientIds, instance: instanceId }, query);
   const { redis } = coordination;
   const search = redis
-    ? await FleetSearch.open({ redis, channel: redisKeys(config.redisPrefix).deviceQuery, instance: instanceId, local, instances: () => coordination.instances(), logger: log })
+    ? await FleetSearch.open({
+        redis,
+        channel: redisKeys(config.redisPrefix).deviceQuery,
+        instance: instanceId,
+        local,
+        instances: () => coordination.instances(),
+        logger: log,
+      })
     : undefined;
   if (search) closers.push('dashboard search', () => search.close());
   return dashboardApi({

@@ -18,13 +18,23 @@ export function accessHooks(ctx: BrokerContext, onRequest: RequestHandler, subsc
     authorizePublish(client, packet, callback) {
       if (topicTooLong(packet.topic, maxTopicLength)) {
         ctx.refusals.publish += 1;
-        ctx.refusalLog.refused(client?.id, 'publish topic length', { clientId: client?.id, ...loggedTopic(packet.topic), limit: maxTopicLength }, 'publish refused: topic longer than MAX_TOPIC_LENGTH');
+        ctx.refusalLog.refused(
+          client?.id,
+          'publish topic length',
+          { clientId: client?.id, ...loggedTopic(packet.topic), limit: maxTopicLength },
+          'publish refused: topic longer than MAX_TOPIC_LENGTH',
+        );
         return callback(new Error(`topic longer than MAX_TOPIC_LENGTH (${maxTopicLength} bytes)`));
       }
       const identity = client ? ctx.identities.get(client) : undefined;
       if (!client || !identity || !mayPublish(identity, packet.topic)) {
         ctx.refusals.publish += 1;
-        ctx.refusalLog.refused(client?.id, 'publish acl', { clientId: client?.id, role: identity?.role, topic: packet.topic }, "publish refused: outside the client's topics");
+        ctx.refusalLog.refused(
+          client?.id,
+          'publish acl',
+          { clientId: client?.id, role: identity?.role, topic: packet.topic },
+          "publish refused: outside the client's topics",
+        );
         return callback(new Error('publish not authorized'));
       }
       // Aedes 2.0.0-beta.1 leaves a resolved alias as `topicAlias: undefined`, which the Redis
@@ -37,13 +47,23 @@ export function accessHooks(ctx: BrokerContext, onRequest: RequestHandler, subsc
     authorizeSubscribe(client, subscription, callback) {
       if (topicTooLong(subscription.topic, maxTopicLength)) {
         ctx.refusals.subscribe += 1;
-        ctx.refusalLog.refused(client.id, 'subscribe topic length', { clientId: client.id, ...loggedTopic(subscription.topic), limit: maxTopicLength }, 'subscription refused: filter longer than MAX_TOPIC_LENGTH');
+        ctx.refusalLog.refused(
+          client.id,
+          'subscribe topic length',
+          { clientId: client.id, ...loggedTopic(subscription.topic), limit: maxTopicLength },
+          'subscription refused: filter longer than MAX_TOPIC_LENGTH',
+        );
         return callback(null, null); // SUBACK 128
       }
       const identity = ctx.identities.get(client);
       if (!identity || !maySubscribe(identity, subscription.topic, ctx.config.observerTopics)) {
         ctx.refusals.subscribe += 1;
-        ctx.refusalLog.refused(client.id, 'subscribe acl', { clientId: client.id, role: identity?.role, topic: subscription.topic }, "subscription refused: outside the client's topics");
+        ctx.refusalLog.refused(
+          client.id,
+          'subscribe acl',
+          { clientId: client.id, role: identity?.role, topic: subscription.topic },
+          "subscription refused: outside the client's topics",
+        );
         return callback(null, null); // SUBACK 128
       }
       limitSubscriptions(ctx, subscriptions, client, subscription, callback);

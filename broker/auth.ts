@@ -53,9 +53,7 @@ export function parseHash(text: string): ParsedHash | null {
 
 function derive(password: Buffer | string, salt: Buffer, keyLen: number, N: number, r: number, p: number): Promise<Buffer> {
   const options: ScryptOptions = { N, r, p, maxmem: 256 * N * r + 1024 * 1024 };
-  return new Promise((resolve, reject) =>
-    scrypt(password, salt, keyLen, options, (err, key) => (err ? reject(err) : resolve(key))),
-  );
+  return new Promise((resolve, reject) => scrypt(password, salt, keyLen, options, (err, key) => (err ? reject(err) : resolve(key))));
 }
 
 export async function hashPassword(password: string | Buffer): Promise<string> {

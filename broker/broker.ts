@@ -88,7 +88,13 @@ export async function startBroker(
   const subscriptions = new SubscriptionLimit(config.maxSubscriptions);
   const { maxTopicLength } = config;
   const available = options.available ?? ((): boolean => true);
-  const sessions = new SessionLimits(plugins?.sessions ?? new MemorySessions(), sessionLimits(config), ctx.log, () => (ctx.refusals.connect += 1), plugins?.report);
+  const sessions = new SessionLimits(
+    plugins?.sessions ?? new MemorySessions(),
+    sessionLimits(config),
+    ctx.log,
+    () => (ctx.refusals.connect += 1),
+    plugins?.report,
+  );
   const aedes: Aedes = await Aedes.createBroker({
     ...limitOptions(config),
     ...(plugins ? { mq: plugins.mq, persistence: plugins.persistence } : { mq: createLocalEmitter() }),

@@ -100,15 +100,9 @@ type PrefixedEmitterConstructor = new (prefix: string, options: Record<string, u
 const PREFIX = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 const require = createRequire(import.meta.url);
-const loadRedisFor = (pluginPath: string): RedisConstructor =>
-  createRequire(require.resolve(pluginPath))('ioredis') as RedisConstructor;
+const loadRedisFor = (pluginPath: string): RedisConstructor => createRequire(require.resolve(pluginPath))('ioredis') as RedisConstructor;
 
-export async function createClusterPlugins(
-  openRedis: OpenRedis,
-  prefix: string,
-  logger: Logger,
-  options: ClusterPluginOptions = {},
-): Promise<ClusterPlugins> {
+export async function createClusterPlugins(openRedis: OpenRedis, prefix: string, logger: Logger, options: ClusterPluginOptions = {}): Promise<ClusterPlugins> {
   if (!PREFIX.test(prefix)) throw new Error(`Redis prefix ${JSON.stringify(prefix)} must be 1 to 64 characters of A-Za-z0-9_.:-`);
   const tag = `{${prefix}}`;
   const log = logger.child({ module: 'broker-cluster' });
@@ -135,8 +129,7 @@ export async function createClusterPlugins(
     throw new Error(`REDIS_URL: cannot connect to Redis for the MQTT broker: ${(err as Error).message}`, { cause: err });
   }
 
-  const MQEmitterRedisPrefix = (mqemitterRedis as unknown as { MQEmitterRedisPrefix?: PrefixedEmitterConstructor })
-    .MQEmitterRedisPrefix;
+  const MQEmitterRedisPrefix = (mqemitterRedis as unknown as { MQEmitterRedisPrefix?: PrefixedEmitterConstructor }).MQEmitterRedisPrefix;
   if (typeof MQEmitterRedisPrefix !== 'function') throw new Error('mqemitter-redis has no MQEmitterRedisPrefix export');
   const mq = new MQEmitterRedisPrefix(`${tag}:mqtt/`, {
     pubConn,

@@ -10,8 +10,7 @@ import { loggedTopic, refuseLongUnsubscribes, topicTooLong } from './topic-lengt
 type ConnectHooks = Required<Pick<AedesOptions, 'preConnect' | 'authenticate'>>;
 type Done = Parameters<ConnectHooks['authenticate']>[3];
 
-const authError = (returnCode: number, message: string): AuthenticateError =>
-  Object.assign(new Error(message), { returnCode }) as AuthenticateError;
+const authError = (returnCode: number, message: string): AuthenticateError => Object.assign(new Error(message), { returnCode }) as AuthenticateError;
 
 /** What a CONNECT is checked against besides the client's identity. */
 export interface ConnectLimits {
@@ -30,7 +29,10 @@ export function connectHooks(ctx: BrokerContext, identifier: Identifier, limits:
       withoutPrototype(client, 'subscriptions', 'duplicates');
       refuseLongUnsubscribes(client, limits.maxTopicLength, (filter) => {
         ctx.refusals.subscribe += 1;
-        ctx.log.warn({ clientId: client.id, ...loggedTopic(filter), limit: limits.maxTopicLength }, 'unsubscribe refused: filter longer than MAX_TOPIC_LENGTH, connection dropped');
+        ctx.log.warn(
+          { clientId: client.id, ...loggedTopic(filter), limit: limits.maxTopicLength },
+          'unsubscribe refused: filter longer than MAX_TOPIC_LENGTH, connection dropped',
+        );
       });
       ctx.connectPackets.set(client, packet);
       callback(null, true);
@@ -46,7 +48,8 @@ export function connectHooks(ctx: BrokerContext, identifier: Identifier, limits:
           if ('code' in result) return refuse(result.code, result.reason);
           const will = ctx.connectPackets.get(client)?.will;
           ctx.connectPackets.delete(client);
-          if (will && topicTooLong(will.topic, limits.maxTopicLength)) return refuse(NOT_AUTHORIZED, `will topic longer than MAX_TOPIC_LENGTH (${limits.maxTopicLength} bytes)`);
+          if (will && topicTooLong(will.topic, limits.maxTopicLength))
+            return refuse(NOT_AUTHORIZED, `will topic longer than MAX_TOPIC_LENGTH (${limits.maxTopicLength} bytes)`);
           if (will && !mayPublish(result, will.topic)) return refuse(NOT_AUTHORIZED, `will topic ${will.topic} is not allowed`);
           ctx.identities.set(client, result);
           done(null, true);

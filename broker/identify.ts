@@ -116,12 +116,7 @@ export class Identifier {
     }
   }
 
-  private async byCredentials(
-    client: Client,
-    address: string,
-    username: string,
-    password: Readonly<Buffer> | undefined,
-  ): Promise<Identity | Refused> {
+  private async byCredentials(client: Client, address: string, username: string, password: Readonly<Buffer> | undefined): Promise<Identity | Refused> {
     if (!this.users) return { code: BAD_CREDENTIALS, reason: 'credentials given but no AUTH_FILE is configured' };
     const throttled = await this.waitForThrottle(client, address);
     if (throttled) return throttled;

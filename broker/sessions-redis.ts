@@ -40,7 +40,14 @@ export class RedisSessions implements SessionBackend {
       const command = (redis as unknown as Record<string, Command>)[`bridgeSessions_${name}`] as Command;
       return command.bind(redis);
     };
-    this.commands = { trim: commandOf('trim'), drop: commandOf('drop'), open: commandOf('open'), claim: commandOf('claim'), total: commandOf('total'), adopt: commandOf('adopt') };
+    this.commands = {
+      trim: commandOf('trim'),
+      drop: commandOf('drop'),
+      open: commandOf('open'),
+      claim: commandOf('claim'),
+      total: commandOf('total'),
+      adopt: commandOf('adopt'),
+    };
   }
 
   async trim(clientIds: readonly string[], max: number): Promise<Dropped> {

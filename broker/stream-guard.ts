@@ -34,8 +34,7 @@ export interface GuardHooks {
  * of guardStream.
  */
 export function deliverWithoutWaiting(client: Client): Client {
-  (client as unknown as { waitForDrain(done: (err: Error | null, c: Client) => void): void }).waitForDrain = (done) =>
-    setImmediate(done, null, client);
+  (client as unknown as { waitForDrain(done: (err: Error | null, c: Client) => void): void }).waitForDrain = (done) => setImmediate(done, null, client);
   return client;
 }
 

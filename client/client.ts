@@ -224,7 +224,8 @@ export class BridgeClient {
     }
     // A lost connection is made good on reconnect; a broker that dropped the request says why.
     if (typeof err.code === 'number' && PUBLISH_REFUSED.has(err.code)) call.fail('refused', `the broker refused the request: ${err.message}`, err.code);
-    else if (this.mqtt.connected && err.code === undefined && !CONNECTION_ENDED.test(err.message)) call.fail('refused', `the request could not be published: ${err.message}`);
+    else if (this.mqtt.connected && err.code === undefined && !CONNECTION_ENDED.test(err.message))
+      call.fail('refused', `the request could not be published: ${err.message}`);
   }
 
   private onReconnect(): void {

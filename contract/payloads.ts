@@ -85,7 +85,10 @@ const ResponseFormatSchema = z
       })
       .optional(),
   })
-  .refine((f) => f.type !== 'json_schema' || f.json_schema !== undefined, { message: 'type json_schema needs json_schema: {"name", "schema"}', path: ['json_schema'] })
+  .refine((f) => f.type !== 'json_schema' || f.json_schema !== undefined, {
+    message: 'type json_schema needs json_schema: {"name", "schema"}',
+    path: ['json_schema'],
+  })
   .refine((f) => JSON.stringify(f).length <= MAX_RESPONSE_FORMAT_JSON_CHARS, `must be at most ${MAX_RESPONSE_FORMAT_JSON_CHARS} characters of JSON`);
 
 const ToolChoiceSchema = z.union([
@@ -147,31 +150,32 @@ export const ChatRequestSchema = z.strictObject(
 export type ChatRequest = z.infer<typeof ChatRequestSchema>;
 
 /** An embeddings request (`input`): POST {baseUrl}/embeddings. */
-export const EmbeddingRequestSchema = z.strictObject({
-  ...REQUEST_COMMON,
-  input: z.union(
-    [
-      z.string().min(1, 'must not be empty'),
-      z
-        .array(z.string().min(1, 'must not be empty'))
-        .min(1, 'must hold at least one string')
-        .max(MAX_EMBEDDING_INPUTS, `must hold at most ${MAX_EMBEDDING_INPUTS} strings`),
-    ],
-    { error: `must be a non-empty string or an array of 1 to ${MAX_EMBEDDING_INPUTS} non-empty strings` },
-  ),
-  dimensions: z.number().int().positive().optional(),
-  // The reply carries the vectors as JSON numbers, so base64 is refused rather than decoded.
-  encoding_format: z
-    .literal('float', { error: 'only "float" is supported: the reply carries the vectors as numbers' })
-    .optional(),
-  max_tokens: notFor('max_tokens', 'embeddings'),
-  temperature: notFor('temperature', 'embeddings'),
-  top_p: notFor('top_p', 'embeddings'),
-  stop: notFor('stop', 'embeddings'),
-  response_format: notFor('response_format', 'embeddings'),
-  seed: notFor('seed', 'embeddings'),
-  stream: notFor('stream', 'embeddings'),
-}, unknownField);
+export const EmbeddingRequestSchema = z.strictObject(
+  {
+    ...REQUEST_COMMON,
+    input: z.union(
+      [
+        z.string().min(1, 'must not be empty'),
+        z
+          .array(z.string().min(1, 'must not be empty'))
+          .min(1, 'must hold at least one string')
+          .max(MAX_EMBEDDING_INPUTS, `must hold at most ${MAX_EMBEDDING_INPUTS} strings`),
+      ],
+      { error: `must be a non-empty string or an array of 1 to ${MAX_EMBEDDING_INPUTS} non-empty strings` },
+    ),
+    dimensions: z.number().int().positive().optional(),
+    // The reply carries the vectors as JSON numbers, so base64 is refused rather than decoded.
+    encoding_format: z.literal('float', { error: 'only "float" is supported: the reply carries the vectors as numbers' }).optional(),
+    max_tokens: notFor('max_tokens', 'embeddings'),
+    temperature: notFor('temperature', 'embeddings'),
+    top_p: notFor('top_p', 'embeddings'),
+    stop: notFor('stop', 'embeddings'),
+    response_format: notFor('response_format', 'embeddings'),
+    seed: notFor('seed', 'embeddings'),
+    stream: notFor('stream', 'embeddings'),
+  },
+  unknownField,
+);
 export type EmbeddingRequest = z.infer<typeof EmbeddingRequestSchema>;
 
 /** Var names: what `{{name}}` may hold. */
@@ -212,8 +216,7 @@ export type RequestKind = 'chat' | 'embeddings';
  * union would only say "Invalid input").
  */
 export const InferRequestSchema = z.unknown().transform((value, ctx): ChatRequest | EmbeddingRequest | TemplateRequest => {
-  const has = (field: string): boolean =>
-    typeof value === 'object' && value !== null && (value as Record<string, unknown>)[field] !== undefined;
+  const has = (field: string): boolean => typeof value === 'object' && value !== null && (value as Record<string, unknown>)[field] !== undefined;
   const given = ['messages', 'input', 'template'].filter(has);
   if (given.length > 1) {
     ctx.addIssue({ code: 'custom', message: `give one of messages (chat), input (embeddings) or template, not ${given.join(' and ')}`, path: [] });

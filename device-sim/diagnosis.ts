@@ -103,7 +103,9 @@ export function hints(d: Diagnosis, answered: number): string[] {
   const out: string[] = [];
   if (d.connectFailures > 0) out.push(`${d.connectFailures} reconnect(s) failed (first: ${d.firstConnectFailure})`);
   if (d.subscriptionsRefused > 0) {
-    out.push(`the broker refused ${d.subscriptionsRefused} device(s) their result topic (first: ${d.firstSubscriptionRefused}): they cannot receive answers; the login may not read devices/{id}/result`);
+    out.push(
+      `the broker refused ${d.subscriptionsRefused} device(s) their result topic (first: ${d.firstSubscriptionRefused}): they cannot receive answers; the login may not read devices/{id}/result`,
+    );
   }
   const refused = Object.entries(d.publishesRefused);
   if (refused.length > 0) {
@@ -111,7 +113,9 @@ export function hints(d: Diagnosis, answered: number): string[] {
     out.push(`the broker refused publishes: ${counts} (first: ${d.firstPublishRefused})`);
   }
   if (d.disconnects > 0) {
-    out.push(`the broker closed ${d.disconnects} connection(s) during the run (first: ${d.firstDisconnect}); on MQTT 3.1.1 a refused publish closes the connection (--mqtt5 shows the reason)`);
+    out.push(
+      `the broker closed ${d.disconnects} connection(s) during the run (first: ${d.firstDisconnect}); on MQTT 3.1.1 a refused publish closes the connection (--mqtt5 shows the reason)`,
+    );
   }
   if (answered > 0) return out;
   const bridges = Object.entries(d.bridges);
@@ -122,7 +126,12 @@ export function hints(d: Diagnosis, answered: number): string[] {
   } else if (bridges.every(([, state]) => state !== 'online')) {
     out.push(`no answer; every bridge seen is offline (${bridges.map(([id]) => id).join(', ')})`);
   } else {
-    out.push(`no answer although bridge ${bridges.filter(([, s]) => s === 'online').map(([id]) => id).join(', ')} is online: see its log (upstream, budgets, rate limits)`);
+    out.push(
+      `no answer although bridge ${bridges
+        .filter(([, s]) => s === 'online')
+        .map(([id]) => id)
+        .join(', ')} is online: see its log (upstream, budgets, rate limits)`,
+    );
   }
   return out;
 }

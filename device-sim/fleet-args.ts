@@ -21,8 +21,25 @@ const MAX_IDLE = 1_000_000;
 
 /** The options that take a value (and the flags --json and --stream). */
 const STRING_OPTIONS = [
-  'mix', 'qos', 'seed', 'url', 'devices', 'rate', 'duration', 'reply-timeout', 'connect-concurrency',
-  'prefix', 'idle', 'workers', 'username', 'password', 'password-file', 'questions', 'ttl-ms', 'images', 'template',
+  'mix',
+  'qos',
+  'seed',
+  'url',
+  'devices',
+  'rate',
+  'duration',
+  'reply-timeout',
+  'connect-concurrency',
+  'prefix',
+  'idle',
+  'workers',
+  'username',
+  'password',
+  'password-file',
+  'questions',
+  'ttl-ms',
+  'images',
+  'template',
 ] as const;
 
 function parseNumber(option: string, raw: string | undefined, fallback: number): number {

@@ -32,7 +32,8 @@ export async function connectClient(opts: FleetOptions, id: string, replyTimeout
     });
   } catch (err) {
     // describeConnectError reads a CONNACK code, or the socket's error code (ECONNREFUSED…).
-    const cause = err instanceof BridgeConnectError ? (err.reasonCode !== undefined ? { code: err.reasonCode, message: err.message } : (err.cause ?? err)) : err;
+    const cause =
+      err instanceof BridgeConnectError ? (err.reasonCode !== undefined ? { code: err.reasonCode, message: err.message } : (err.cause ?? err)) : err;
     throw new Error(describeConnectError(cause, opts.url, login.username), { cause: err });
   }
   await watchDevice(bridge.connection, id, events);

@@ -4,15 +4,7 @@
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { type InferRequest, ReplySchema, StreamChunkSchema, topics } from '../contract/index.js';
 import { loginOf } from './credentials.js';
-import {
-  describeConnectError,
-  noteConnectFailure,
-  noteDisconnect,
-  noteStatus,
-  noteSubscriptionRefused,
-  reasonName,
-  type Diagnosis,
-} from './diagnosis.js';
+import { describeConnectError, noteConnectFailure, noteDisconnect, noteStatus, noteSubscriptionRefused, reasonName, type Diagnosis } from './diagnosis.js';
 import type { FleetOptions } from './fleet-options.js';
 import type { Outcome } from './stats.js';
 
@@ -143,9 +135,7 @@ function disableNagle(client: MqttClient): void {
 export function requestPayload(deviceId: string, seq: number, question: number | undefined, ttlMs?: number, stream?: boolean): InferRequest {
   // Distinct text per request unless asked otherwise, so the bridge's cache does not flatter the numbers.
   const content =
-    question === undefined
-      ? `device ${deviceId} request ${seq}: is part ${seq} within tolerance?`
-      : `question ${question}: is the part within tolerance?`;
+    question === undefined ? `device ${deviceId} request ${seq}: is part ${seq} within tolerance?` : `question ${question}: is the part within tolerance?`;
   const request: InferRequest = { id: `${deviceId}-${seq}`, messages: [{ role: 'user', content }], max_tokens: 32 };
   if (ttlMs !== undefined) request.ttl_ms = ttlMs;
   if (stream === true) request.stream = true;

@@ -121,7 +121,11 @@ async function connectAll(run: Run, ids: string[], concurrency: number): Promise
   const worker = async (): Promise<void> => {
     while (connectError === null && next < ids.length) {
       const id = ids[next] as string;
-      const events = { onMessage: (deviceId: string, topic: string, payload: Buffer) => onMessage(run, deviceId, topic, payload), diagnosis: run.diagnosis, watchStatus: next === 0 };
+      const events = {
+        onMessage: (deviceId: string, topic: string, payload: Buffer) => onMessage(run, deviceId, topic, payload),
+        diagnosis: run.diagnosis,
+        watchStatus: next === 0,
+      };
       next += 1;
       try {
         if (run.opts.client === true) {
@@ -210,7 +214,8 @@ function sendOne(run: Run, device: Device): void {
     // An MQTT 5 PUBACK with a reason code: the broker refused the publish.
     const code = (err as { code?: unknown }).code;
     const refused = typeof code === 'number';
-    if (refused) notePublishRefused(run.diagnosis, device.id, code, (packet as { properties?: { reasonString?: string } } | undefined)?.properties?.reasonString);
+    if (refused)
+      notePublishRefused(run.diagnosis, device.id, code, (packet as { properties?: { reasonString?: string } } | undefined)?.properties?.reasonString);
     // Only count it if no reply beat the failure report.
     if (settle(run, device, request.id) !== null) recordFailure(tally, priority, refused ? 'publish_refused' : 'publish_failed');
   });
@@ -219,7 +224,9 @@ function sendOne(run: Run, device: Device): void {
 function sendWithClient(run: Run, device: Device, request: ReturnType<typeof requestPayload>, priority: Priority): void {
   const sentAt = performance.now();
   const onFirstChunk = (): void => recordFirstChunk(run.tally, priority, performance.now() - sentAt);
-  void callWithClient(device.bridge as BridgeClient, run.opts, device.seq, { request, priority, onFirstChunk }).then((outcome) => onClientOutcome(run, device, request.id, outcome));
+  void callWithClient(device.bridge as BridgeClient, run.opts, device.seq, { request, priority, onFirstChunk }).then((outcome) =>
+    onClientOutcome(run, device, request.id, outcome),
+  );
 }
 
 /** A client call's end, tallied as the raw devices' replies and failures are. */

@@ -16,7 +16,9 @@ export function frameSource(spec: string): FrameSource {
   if (spec === 'generated') return generatedFrame;
   let names: string[];
   try {
-    names = readdirSync(spec).filter((name) => IMAGE_FILE.test(name)).sort();
+    names = readdirSync(spec)
+      .filter((name) => IMAGE_FILE.test(name))
+      .sort();
   } catch (err) {
     throw new UsageError(`--images: cannot read the folder "${spec}": ${err instanceof Error ? err.message : String(err)}`);
   }

@@ -102,7 +102,12 @@ async function resolveSettings(opts: IdleOptions, concurrency: number): Promise<
     perAddress,
     keepaliveS,
     handshakeTimeoutMs: opts.handshakeTimeoutMs ?? IDLE_DEFAULTS.handshakeTimeoutMs,
-    login: opts.login ?? ((): Login => ({ ...(opts.username === undefined ? {} : { username: opts.username }), ...(opts.password === undefined ? {} : { password: opts.password }) })),
+    login:
+      opts.login ??
+      ((): Login => ({
+        ...(opts.username === undefined ? {} : { username: opts.username }),
+        ...(opts.password === undefined ? {} : { password: opts.password }),
+      })),
     onProgress: opts.onProgress,
     onMessage: opts.onMessage,
   };
@@ -113,9 +118,12 @@ async function resolveSettings(opts: IdleOptions, concurrency: number): Promise<
  * Pinging at half the keep-alive keeps every device well inside the broker's 1.5× grace.
  */
 function startPinging(open: Set<Socket>, keepaliveS: number): NodeJS.Timeout {
-  const ping = setInterval(() => {
-    for (const socket of open) if (socket.writable) socket.write(PINGREQ);
-  }, (keepaliveS * 1000) / 2);
+  const ping = setInterval(
+    () => {
+      for (const socket of open) if (socket.writable) socket.write(PINGREQ);
+    },
+    (keepaliveS * 1000) / 2,
+  );
   ping.unref();
   return ping;
 }

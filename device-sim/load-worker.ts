@@ -41,8 +41,7 @@ let nextSeq = 0;
 let pendingCount = 0;
 let stepPending = 0;
 
-const newHistogram = (): hdr.Histogram =>
-  hdr.build({ bitBucketSize: 32, autoResize: true, numberOfSignificantValueDigits: 3, useWebAssembly: false });
+const newHistogram = (): hdr.Histogram => hdr.build({ bitBucketSize: 32, autoResize: true, numberOfSignificantValueDigits: 3, useWebAssembly: false });
 
 interface Tally {
   /** Latency in microseconds per priority. */
@@ -380,7 +379,5 @@ port.on('message', (message: WorkerMessage) => {
         port.postMessage({ type: 'closed' } satisfies WorkerReply);
         return;
     }
-  })().catch((err: unknown) =>
-    port.postMessage({ type: 'error', message: err instanceof Error ? err.message : String(err) } satisfies WorkerReply),
-  );
+  })().catch((err: unknown) => port.postMessage({ type: 'error', message: err instanceof Error ? err.message : String(err) } satisfies WorkerReply));
 });

@@ -152,13 +152,16 @@ export async function startLoad(options: LoadOptions): Promise<LoadFleet> {
     async step(rate, durationS, waitMs, { leadS = 0, ttlMs, onProgress } = {}) {
       const started = Date.now();
       for (const h of handles) h.progress = { sent: 0, ok: 0, errors: {} };
-      const ticker = onProgress
-        ? setInterval(() => onProgress(progressOf(handles, (Date.now() - started) / 1000)), 500)
-        : undefined;
+      const ticker = onProgress ? setInterval(() => onProgress(progressOf(handles, (Date.now() - started) / 1000)), 500) : undefined;
       try {
         const step = { rate: rate / workerCount, durationMs: durationS * 1000, leadMs: leadS * 1000, waitMs, ...(ttlMs === undefined ? {} : { ttlMs }) };
         const reports = await Promise.all(handles.map((h) => h.request({ type: 'step', step }, 'step')));
-        return summarize(rate, durationS, reports.map((r) => r.report), ttlMs);
+        return summarize(
+          rate,
+          durationS,
+          reports.map((r) => r.report),
+          ttlMs,
+        );
       } finally {
         clearInterval(ticker);
       }
@@ -185,8 +188,7 @@ function progressOf(handles: WorkerHandle[], elapsedS: number): StepProgress {
   return p;
 }
 
-const newHistogram = (): hdr.Histogram =>
-  hdr.build({ bitBucketSize: 32, autoResize: true, numberOfSignificantValueDigits: 3, useWebAssembly: false });
+const newHistogram = (): hdr.Histogram => hdr.build({ bitBucketSize: 32, autoResize: true, numberOfSignificantValueDigits: 3, useWebAssembly: false });
 
 function latencyOf(h: hdr.Histogram): LatencySummary {
   const ms = (us: number): number => Math.round(us / 10) / 100;

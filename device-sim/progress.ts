@@ -75,7 +75,9 @@ export function startProgress(out: Output, plainIntervalMs = PLAIN_INTERVAL_MS):
  */
 export function progressLine(counts: LiveCounts, elapsedS: number, answersPerS: number): string {
   const answered = answeredOf(counts.ok, counts.errors);
-  const errors = Object.entries(counts.errors).sort(([a], [b]) => a.localeCompare(b)).map(([code, n]) => `${code} ${n}`);
+  const errors = Object.entries(counts.errors)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([code, n]) => `${code} ${n}`);
   const hint = liveHint(counts, answered, elapsedS);
   return (
     `device-sim: ${elapsedS.toFixed(1)} s  sent ${counts.sent}  answered ${answered}  ok ${counts.ok}  errors ${errors.join(', ') || 'none'}  ` +

@@ -184,7 +184,11 @@ export function buildReport(tally: Tally, durationS: number, config: ReportConfi
   const byPriority = {} as Record<Priority, Row>;
   const stream = config.stream === true;
   for (const p of PRIORITIES) byPriority[p] = buildRow([tally[p]], durationS, stream);
-  const overall = buildRow(PRIORITIES.map((p) => tally[p]), durationS, stream);
+  const overall = buildRow(
+    PRIORITIES.map((p) => tally[p]),
+    durationS,
+    stream,
+  );
   return {
     overall,
     byPriority,

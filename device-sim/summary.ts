@@ -41,7 +41,9 @@ export function reportOfStep(step: StepSummary, config: ReportConfig): FleetRepo
 /** A generator this far behind its schedule was itself the limit, not the system under test. */
 function generatorHint(step: StepSummary): string[] {
   if (step.generatorBehind < Math.max(10, step.rate / 10)) return [];
-  return [`the worker threads fell up to ${step.generatorBehind} requests behind their schedule: the generator, not the bridge, was the limit (more --workers, or another machine)`];
+  return [
+    `the worker threads fell up to ${step.generatorBehind} requests behind their schedule: the generator, not the bridge, was the limit (more --workers, or another machine)`,
+  ];
 }
 
 function errorTotal(errors: Record<string, number>): number {
@@ -93,9 +95,11 @@ export function formatTable(report: FleetReport): string {
       .trimEnd();
   const rule = widths.map((w) => '-'.repeat(w)).join('  ');
   const c = report.config;
-  const ttl = (withTtl ? `, ttl_ms ${c.ttlMs} (late: over ${LATE_AFTER_DEADLINE_MS} ms past it)` : '') + (withStream ? ', streamed (chunk: publish to first text)' : '');
+  const ttl =
+    (withTtl ? `, ttl_ms ${c.ttlMs} (late: over ${LATE_AFTER_DEADLINE_MS} ms past it)` : '') + (withStream ? ', streamed (chunk: publish to first text)' : '');
   const engine =
-    (c.workers > 0 ? `, ${c.workers} worker thread${c.workers === 1 ? '' : 's'}` : c.mqtt5 === true ? ', MQTT 5' : '') + (c.client === true ? ', edge-ai-bridge/client' : '');
+    (c.workers > 0 ? `, ${c.workers} worker thread${c.workers === 1 ? '' : 's'}` : c.mqtt5 === true ? ', MQTT 5' : '') +
+    (c.client === true ? ', edge-ai-bridge/client' : '');
   const title =
     `device-sim: ${c.devices} devices${engine}, ${c.rate} req/s for ${c.durationS} s, qos ${c.qos}, ` +
     `mix ${formatMix(c.mix)}${ttl}, ${c.url} — measured ${report.durationS.toFixed(1)} s`;

@@ -100,9 +100,7 @@ export class SessionChecker {
 
   /** The tag table, sorted by source then metric (code-point order). */
   table(): Tag[] {
-    return [...this.tags.values()]
-      .flatMap((m) => [...m.values()])
-      .sort((a, b) => compare(a.source, b.source) || compare(a.metric, b.metric));
+    return [...this.tags.values()].flatMap((m) => [...m.values()]).sort((a, b) => compare(a.source, b.source) || compare(a.metric, b.metric));
   }
 
   /** Nodes seen, with whether they are online (born and not dead). */
@@ -265,7 +263,13 @@ export class SessionChecker {
       }
       const def = scope.metrics.get(name);
       if (def === undefined) {
-        this.report(ctx.out, 'unknown_metric', ctx.topic, `${ctx.type} of ${source}: metric "${name.slice(0, MAX_SHOWN_STRING)}" was not in its birth`, ctx.nowMs);
+        this.report(
+          ctx.out,
+          'unknown_metric',
+          ctx.topic,
+          `${ctx.type} of ${source}: metric "${name.slice(0, MAX_SHOWN_STRING)}" was not in its birth`,
+          ctx.nowMs,
+        );
         this.askRebirth(ctx, this.nodes.get(`${ctx.group}/${ctx.node}`));
         continue;
       }

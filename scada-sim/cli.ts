@@ -78,7 +78,8 @@ export function parseScadaSimArgs(argv: string[]): ScadaSimArgs {
   if (!/^(mqtts?|wss?|tcp|ssl):\/\//.test(values.url)) throw new UsageError(`--url must be mqtt://, mqtts://, ws:// or wss://, not ${values.url}`);
   if (!LEVEL.test(values['host-id'])) throw new UsageError('--host-id must be one topic level without / # +');
   if (values.group !== undefined && !LEVEL.test(values.group)) throw new UsageError('--group must be one topic level without / # +');
-  if (values.uns !== undefined && (values.uns === '' || /[#+]/.test(values.uns) || values.uns.endsWith('/'))) throw new UsageError('--uns must be a topic without # + or a trailing /');
+  if (values.uns !== undefined && (values.uns === '' || /[#+]/.test(values.uns) || values.uns.endsWith('/')))
+    throw new UsageError('--uns must be a topic without # + or a trailing /');
   const durationS = values.duration === undefined ? undefined : Number(values.duration);
   if (durationS !== undefined && !(durationS > 0 && durationS <= 7 * 86_400)) throw new UsageError('--duration must be a number of seconds above 0');
   return {
@@ -166,7 +167,20 @@ export async function runScadaSim(argv: string[], io: ScadaSimIo = {}): Promise<
   const draw = (): void => {
     const { checker } = host;
     const first = checker.first();
-    stdout.write(formatScreen({ hostId: args.hostId, url: args.url, tags: checker.table(), violations: checker.violationCount, ...(first ? { first } : {}), rebirths: host.rebirths.length, maxRows: Math.max(5, (process.stdout.rows ?? 40) - 6) }, Date.now()));
+    stdout.write(
+      formatScreen(
+        {
+          hostId: args.hostId,
+          url: args.url,
+          tags: checker.table(),
+          violations: checker.violationCount,
+          ...(first ? { first } : {}),
+          rebirths: host.rebirths.length,
+          maxRows: Math.max(5, (process.stdout.rows ?? 40) - 6),
+        },
+        Date.now(),
+      ),
+    );
   };
   const redraw = live ? setInterval(draw, 500) : undefined;
   await stopper.done;

@@ -63,9 +63,17 @@ function parse(argv: string[]): UpstreamSimOptions {
   if (answerBytes !== undefined) opts.answerBytes = answerBytes;
   if (streamChunkMs !== undefined) opts.streamChunkMs = streamChunkMs;
   const revoked = values[FLAGS.revokedKeys];
-  if (typeof revoked === 'string') opts.revokedKeys = revoked.split(',').map((k) => k.trim()).filter(Boolean);
+  if (typeof revoked === 'string')
+    opts.revokedKeys = revoked
+      .split(',')
+      .map((k) => k.trim())
+      .filter(Boolean);
   const refused = values[FLAGS.refusedModels];
-  if (typeof refused === 'string') opts.refusedModels = refused.split(',').filter((p) => p.trim() !== '').map(refusal);
+  if (typeof refused === 'string')
+    opts.refusedModels = refused
+      .split(',')
+      .filter((p) => p.trim() !== '')
+      .map(refusal);
   const problem = checkUpstreamSimOptions(opts);
   if (problem !== null) {
     // Messages start with the property name; swap it for the flag the user typed.

@@ -15,7 +15,10 @@ export function simEmbedding(text: string, dimensions = EMBEDDING_DIMENSIONS): n
   const raw: number[] = [];
   let digest = createHash('sha256').update(text).digest();
   for (let i = 0; i < dimensions; i++) {
-    if (i > 0 && i % 16 === 0) digest = createHash('sha256').update(`${text}\u0000${i / 16}`).digest();
+    if (i > 0 && i % 16 === 0)
+      digest = createHash('sha256')
+        .update(`${text}\u0000${i / 16}`)
+        .digest();
     raw.push(digest.readUInt16BE((i % 16) * 2) / 32767.5 - 1);
   }
   const norm = Math.hypot(...raw) || 1;
@@ -31,9 +34,7 @@ export function checkEmbeddings(body: Record<string, unknown>): string | null {
     return `'dimensions' must be an integer from 1 to ${MAX_EMBEDDING_DIMENSIONS}`;
   }
   const input = body.input;
-  const ok =
-    (typeof input === 'string' && input !== '') ||
-    (Array.isArray(input) && input.length > 0 && input.every((s) => typeof s === 'string'));
+  const ok = (typeof input === 'string' && input !== '') || (Array.isArray(input) && input.length > 0 && input.every((s) => typeof s === 'string'));
   return ok ? null : "'input' must be a non-empty string or an array of strings";
 }
 

@@ -71,7 +71,15 @@ export function answerWithFaults(
 ): void {
   const answer = (broken?: StreamBreak): void => {
     if (stream === undefined) send(ctx.stats, res, 200, answerBody());
-    else sendStream(ctx.stats, ctx.timers, res, streamEvents(answerBody() as Parameters<typeof streamEvents>[0], stream.includeUsage), ctx.settings.streamChunkMs, broken);
+    else
+      sendStream(
+        ctx.stats,
+        ctx.timers,
+        res,
+        streamEvents(answerBody() as Parameters<typeof streamEvents>[0], stream.includeUsage),
+        ctx.settings.streamChunkMs,
+        broken,
+      );
   };
   if (key !== '' && ctx.settings.revokedKeys.includes(key)) {
     send(ctx.stats, res, 401, defaultErrorBody(401));

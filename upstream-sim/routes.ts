@@ -67,13 +67,7 @@ export function handleRequest(state: SimState, req: IncomingMessage, res: Server
   send(state.stats, res, 404, openAiError(`unknown path ${path}`, 'invalid_request_error', 'unknown_url'));
 }
 
-async function handleInference(
-  state: SimState,
-  req: IncomingMessage,
-  res: ServerResponse,
-  path: string,
-  route: InferenceRoute,
-): Promise<void> {
+async function handleInference(state: SimState, req: IncomingMessage, res: ServerResponse, path: string, route: InferenceRoute): Promise<void> {
   let text: string;
   try {
     text = await readBody(req);

@@ -35,7 +35,9 @@ export function streamEvents(completion: Completion, includeUsage: boolean): str
     (choice.message.tool_calls ?? []).forEach((call, callIndex) => {
       if (!isRecord(call) || !isRecord(call.function)) return;
       const args = String(call.function.arguments ?? '');
-      events.push(chunk(choice.index, { tool_calls: [{ index: callIndex, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }, null));
+      events.push(
+        chunk(choice.index, { tool_calls: [{ index: callIndex, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }, null),
+      );
       for (let i = 0; i < args.length; i += CHUNK_CHARS) {
         events.push(chunk(choice.index, { tool_calls: [{ index: callIndex, function: { arguments: args.slice(i, i + CHUNK_CHARS) } }] }, null));
       }
@@ -47,14 +49,7 @@ export function streamEvents(completion: Completion, includeUsage: boolean): str
 }
 
 /** Sends the events one every `chunkMs`, then `[DONE]`; or breaks off as `broken` says. */
-export function sendStream(
-  stats: SimStats,
-  timers: Set<NodeJS.Timeout>,
-  res: ServerResponse,
-  events: string[],
-  chunkMs: number,
-  broken?: StreamBreak,
-): void {
+export function sendStream(stats: SimStats, timers: Set<NodeJS.Timeout>, res: ServerResponse, events: string[], chunkMs: number, broken?: StreamBreak): void {
   bump(stats.byStatus, '200');
   if (res.destroyed || res.writableEnded) return;
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });

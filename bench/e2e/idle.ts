@@ -25,7 +25,18 @@ interface LightLoadReport {
 async function lightLoad(mqttPort: number, durationS: number): Promise<LightLoadReport> {
   const sim = spawn(
     process.execPath,
-    [distFile('device-sim/cli.js'), '--url', `mqtt://127.0.0.1:${mqttPort}`, '--devices', '10', '--rate', String(LIGHT_LOAD_RATE), '--duration', String(durationS), '--json'],
+    [
+      distFile('device-sim/cli.js'),
+      '--url',
+      `mqtt://127.0.0.1:${mqttPort}`,
+      '--devices',
+      '10',
+      '--rate',
+      String(LIGHT_LOAD_RATE),
+      '--duration',
+      String(durationS),
+      '--json',
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   let out = '';

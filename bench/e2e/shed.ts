@@ -17,5 +17,9 @@ export async function shedCounts(services: ServiceProcess[]): Promise<Record<str
 
 /** What each count grew by since `before`, leaving out those that did not. */
 export function countsSince(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
-  return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]).filter(([, n]) => n !== 0));
+  return Object.fromEntries(
+    Object.entries(after)
+      .map(([k, v]) => [k, v - (before[k] ?? 0)])
+      .filter(([, n]) => n !== 0),
+  );
 }

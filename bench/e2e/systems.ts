@@ -185,13 +185,7 @@ export const SYSTEMS = Object.keys(TABLE) as SystemId[];
 export const needsRedis = (id: SystemId): boolean => TABLE[id].redis;
 
 /** `queueWaitMs`: our bridges' OVERLOAD_QUEUE_WAIT_MS (default BENCH_QUEUE_WAIT_MS). */
-export function startSut(
-  id: SystemId,
-  upstream: Upstream,
-  redisUrl: string,
-  profileDir: string | undefined,
-  queueWaitMs = BENCH_QUEUE_WAIT_MS,
-): Promise<Sut> {
+export function startSut(id: SystemId, upstream: Upstream, redisUrl: string, profileDir: string | undefined, queueWaitMs = BENCH_QUEUE_WAIT_MS): Promise<Sut> {
   const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
   return TABLE[id].start({ id, label: TABLE[id].label, upstream, redisUrl, nodeArgs, queueWaitMs });
 }

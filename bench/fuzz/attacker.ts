@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { decode as decodeCbor } from 'cbor-x';
 import type { IPublishPacket } from 'mqtt-packet';
 import type { Action, IdentityAction, Kind, PublishAction, RawAction, SessionAction, SubscribeAction } from './inputs/actions.js';
-import { ActionStream, type InputContext } from './inputs/index.js';
+import { type ActionStream, type InputContext } from './inputs/index.js';
 import { Wire } from './wire.js';
 
 const ACK_TIMEOUT_MS = 2000;
@@ -116,7 +116,11 @@ export class Attacker {
   }
 
   private async reconnect(): Promise<Wire> {
-    const { wire, code } = await Wire.connected(this.port, { cmd: 'connect', clientId: this.ctx.self, protocolVersion: 5, clean: true, keepalive: 60 }, ACK_TIMEOUT_MS);
+    const { wire, code } = await Wire.connected(
+      this.port,
+      { cmd: 'connect', clientId: this.ctx.self, protocolVersion: 5, clean: true, keepalive: 60 },
+      ACK_TIMEOUT_MS,
+    );
     if (code !== 0) {
       wire.destroy();
       await sleep(500);
@@ -137,7 +141,16 @@ export class Attacker {
     let last: number | undefined;
     for (let i = 0; i < action.copies; i += 1) {
       const messageId = action.qos > 0 ? wire.messageId() : undefined;
-      const packet: IPublishPacket = { cmd: 'publish', topic: action.topic, payload: action.payload, qos: action.qos, retain: action.retain, dup: false, ...(messageId ? { messageId } : {}), ...(action.properties ? { properties: action.properties } : {}) };
+      const packet: IPublishPacket = {
+        cmd: 'publish',
+        topic: action.topic,
+        payload: action.payload,
+        qos: action.qos,
+        retain: action.retain,
+        dup: false,
+        ...(messageId ? { messageId } : {}),
+        ...(action.properties ? { properties: action.properties } : {}),
+      };
       if (!wire.write(packet)) {
         if (!wire.isClosed) stats.unencodable += 1;
         return;
@@ -174,7 +187,14 @@ export class Attacker {
   private async session(action: SessionAction, stats: KindStats): Promise<void> {
     const { wire, code } = await Wire.connected(
       this.port,
-      { cmd: 'connect', clientId: `${this.ctx.self}.${action.suffix}`, protocolVersion: action.version, clean: false, keepalive: 60, ...(action.version === 5 && action.expiryS !== undefined ? { properties: { sessionExpiryInterval: action.expiryS } } : {}) },
+      {
+        cmd: 'connect',
+        clientId: `${this.ctx.self}.${action.suffix}`,
+        protocolVersion: action.version,
+        clean: false,
+        keepalive: 60,
+        ...(action.version === 5 && action.expiryS !== undefined ? { properties: { sessionExpiryInterval: action.expiryS } } : {}),
+      },
       ACK_TIMEOUT_MS,
     );
     this.open.add(wire);
@@ -207,11 +227,16 @@ export class Attacker {
 
   /** Anonymous, under the innocent device's id (or one of its `id.*` client ids). */
   private async identity(action: IdentityAction, stats: KindStats): Promise<void> {
-    const { wire, code } = await Wire.connected(this.port, { cmd: 'connect', clientId: action.clientId, protocolVersion: 5, clean: true, keepalive: 60 }, ACK_TIMEOUT_MS);
+    const { wire, code } = await Wire.connected(
+      this.port,
+      { cmd: 'connect', clientId: action.clientId, protocolVersion: 5, clean: true, keepalive: 60 },
+      ACK_TIMEOUT_MS,
+    );
     this.open.add(wire);
     try {
       if (code !== 0) return void (stats[code === null ? 'noAck' : 'refused'] += 1);
-      if (action.subscribe) wire.write({ cmd: 'subscribe', messageId: wire.messageId(), subscriptions: [{ topic: `devices/${this.ctx.innocent}/result`, qos: 1 }] });
+      if (action.subscribe)
+        wire.write({ cmd: 'subscribe', messageId: wire.messageId(), subscriptions: [{ topic: `devices/${this.ctx.innocent}/result`, qos: 1 }] });
       await this.publishOn(wire, action.publish, stats);
       await Promise.race([wire.closed, sleep(action.holdMs)]);
     } finally {

@@ -16,7 +16,11 @@ function replay(o: FuzzOptions): string {
 function text(report: FuzzReport): string {
   const lat = report.latency;
   const kib = (b: number): string => `${Math.round(b / 1024)} KiB`;
-  const families = (f: Record<string, number>): string => Object.entries(f).sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+  const families = (f: Record<string, number>): string =>
+    Object.entries(f)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ') || 'none';
   const iterations = Object.values(report.iterations).reduce((sum, s) => sum + s.iterations, 0);
   return [
     `seed ${report.seed}; ${report.options.attackers} attackers at ${report.options.rate}/s; ${iterations} iterations`,
@@ -26,7 +30,12 @@ function text(report: FuzzReport): string {
     `  keys after:  ${families(report.redis.after.families)}`,
     `upstream gateway refusals: ${JSON.stringify(report.gatewayRefusals)}; bridge log lines ${report.bridgeLogLines}; bridge event-loop delay p99 at most ${Math.round(report.maxLoopDelayP99Ms)} ms`,
     `attackers' replies by code: ${JSON.stringify(report.attackerReplies)}; second replies to an innocent request: ${report.innocentRepeatedReplies}`,
-    `bridge warnings and errors: ${Object.entries(report.bridgeWarnings).sort((a, b) => b[1] - a[1]).map(([m, n]) => `${m} ×${n}`).join('; ') || 'none'}`,
+    `bridge warnings and errors: ${
+      Object.entries(report.bridgeWarnings)
+        .sort((a, b) => b[1] - a[1])
+        .map(([m, n]) => `${m} ×${n}`)
+        .join('; ') || 'none'
+    }`,
     '',
     iterationTable(report.iterations, report.kinds),
     '',

@@ -21,10 +21,15 @@ function refusal(body: unknown): { status: number; message: string; code: string
   if (typeof body !== 'object' || body === null) return null;
   const { model, max_tokens: maxTokens, max_completion_tokens: maxCompletion } = body as Record<string, unknown>;
   if (typeof model === 'string' && model.startsWith('gpt-4')) return { status: 403, message: `this key may not use model ${model}`, code: 'model_not_allowed' };
-  if (typeof model === 'string' && !SERVED_MODELS.includes(model)) return { status: 404, message: `The model \`${model.slice(0, 100)}\` does not exist`, code: 'model_not_found' };
+  if (typeof model === 'string' && !SERVED_MODELS.includes(model))
+    return { status: 404, message: `The model \`${model.slice(0, 100)}\` does not exist`, code: 'model_not_found' };
   for (const value of [maxTokens, maxCompletion]) {
     if (typeof value === 'number' && value > MAX_COMPLETION_TOKENS) {
-      return { status: 400, message: `max_tokens is too large: ${value}. This model supports at most ${MAX_COMPLETION_TOKENS} completion tokens`, code: 'invalid_value' };
+      return {
+        status: 400,
+        message: `max_tokens is too large: ${value}. This model supports at most ${MAX_COMPLETION_TOKENS} completion tokens`,
+        code: 'invalid_value',
+      };
     }
   }
   return null;
@@ -48,24 +53,27 @@ export async function startGateway(upstreamPort: number): Promise<Gateway> {
     res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message, type: 'invalid_request_error', code } }));
   };
   const server = createServer((req, res) => {
-    void readBody(req).then((body) => {
-      if (body === null) return answer(res, 413, 'request too large', 'request_too_large');
-      let parsed: unknown = null;
-      try {
-        parsed = JSON.parse(body.toString());
-      } catch {
-        // the simulator answers a body that is not JSON itself
-      }
-      const refuse = refusal(parsed);
-      if (refuse !== null) return answer(res, refuse.status, refuse.message, refuse.code);
-      const forward = request({ host: '127.0.0.1', port: upstreamPort, path: req.url, method: req.method, headers: req.headers }, (upstream) => {
-        res.writeHead(upstream.statusCode ?? 502, upstream.headers);
-        upstream.pipe(res);
-      });
-      forward.on('error', () => res.destroy());
-      res.on('close', () => forward.destroy());
-      forward.end(body);
-    }, () => res.destroy());
+    void readBody(req).then(
+      (body) => {
+        if (body === null) return answer(res, 413, 'request too large', 'request_too_large');
+        let parsed: unknown = null;
+        try {
+          parsed = JSON.parse(body.toString());
+        } catch {
+          // the simulator answers a body that is not JSON itself
+        }
+        const refuse = refusal(parsed);
+        if (refuse !== null) return answer(res, refuse.status, refuse.message, refuse.code);
+        const forward = request({ host: '127.0.0.1', port: upstreamPort, path: req.url, method: req.method, headers: req.headers }, (upstream) => {
+          res.writeHead(upstream.statusCode ?? 502, upstream.headers);
+          upstream.pipe(res);
+        });
+        forward.on('error', () => res.destroy());
+        res.on('close', () => forward.destroy());
+        forward.end(body);
+      },
+      () => res.destroy(),
+    );
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');

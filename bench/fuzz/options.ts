@@ -73,7 +73,10 @@ export class UsageHelp extends Error {}
 
 function kindList(raw: string | undefined): Kind[] {
   if (raw === undefined) return [...KINDS];
-  const kinds = raw.split(',').map((k) => k.trim()).filter(Boolean);
+  const kinds = raw
+    .split(',')
+    .map((k) => k.trim())
+    .filter(Boolean);
   const unknown = kinds.filter((k) => !(KINDS as readonly string[]).includes(k));
   if (unknown.length > 0 || kinds.length === 0) throw new Error(`--kinds: unknown ${unknown.join(', ') || '(none given)'}; known: ${KINDS.join(', ')}`);
   return kinds as Kind[];

@@ -98,11 +98,43 @@ export function judge(e: Evidence): Judged {
   const p99Bound = 2 * Math.max(lat.baseline.p99, BASELINE_FLOOR_MS);
   const probeFailures = e.probes.failures.map((f) => `${f.path} ${f.got}`);
   const oracles: Oracle[] = [
-    { name: 'innocent p99 during the attack', bound: `≤ 2 × max(baseline p99 ${lat.baseline.p99} ms, ${BASELINE_FLOOR_MS} ms) = ${p99Bound} ms`, measured: `${lat.attack.p99} ms (p50 ${lat.attack.p50} ms, ${lat.attack.requests} requests)`, pass: lat.attack.requests > 0 && lat.attack.p99 <= p99Bound },
-    { name: 'every innocent request answered ok', bound: 'all', measured: `${outcomes.ok ?? 0} of ${e.requests.length} ok${notOk > 0 ? ` (${Object.entries(outcomes).filter(([k]) => k !== 'ok').map(([k, n]) => `${k} ${n}`).join(', ')})` : ''}`, pass: notOk === 0 && e.requests.length > 0 },
-    { name: 'innocent got only its own replies', bound: '0 replies to requests it did not send', measured: String(e.foreignReplies), pass: e.foreignReplies === 0 },
-    { name: 'bridge process alive', bound: 'never exits', measured: e.exitCode === 'running' ? 'running' : `exited with ${e.exitCode}`, pass: e.exitCode === 'running' },
-    { name: '/healthz and /readyz answered 200', bound: `every probe (1/s, ${3} s timeout)`, measured: `${e.probes.probes} probes, ${probeFailures.length} failures${probeFailures.length ? `: ${summarize(probeFailures)}` : ''}; longest /healthz gap ${e.probes.longestHealthGapMs} ms`, pass: probeFailures.length === 0 && e.probes.probes > 0 },
+    {
+      name: 'innocent p99 during the attack',
+      bound: `≤ 2 × max(baseline p99 ${lat.baseline.p99} ms, ${BASELINE_FLOOR_MS} ms) = ${p99Bound} ms`,
+      measured: `${lat.attack.p99} ms (p50 ${lat.attack.p50} ms, ${lat.attack.requests} requests)`,
+      pass: lat.attack.requests > 0 && lat.attack.p99 <= p99Bound,
+    },
+    {
+      name: 'every innocent request answered ok',
+      bound: 'all',
+      measured: `${outcomes.ok ?? 0} of ${e.requests.length} ok${
+        notOk > 0
+          ? ` (${Object.entries(outcomes)
+              .filter(([k]) => k !== 'ok')
+              .map(([k, n]) => `${k} ${n}`)
+              .join(', ')})`
+          : ''
+      }`,
+      pass: notOk === 0 && e.requests.length > 0,
+    },
+    {
+      name: 'innocent got only its own replies',
+      bound: '0 replies to requests it did not send',
+      measured: String(e.foreignReplies),
+      pass: e.foreignReplies === 0,
+    },
+    {
+      name: 'bridge process alive',
+      bound: 'never exits',
+      measured: e.exitCode === 'running' ? 'running' : `exited with ${e.exitCode}`,
+      pass: e.exitCode === 'running',
+    },
+    {
+      name: '/healthz and /readyz answered 200',
+      bound: `every probe (1/s, ${3} s timeout)`,
+      measured: `${e.probes.probes} probes, ${probeFailures.length} failures${probeFailures.length ? `: ${summarize(probeFailures)}` : ''}; longest /healthz gap ${e.probes.longestHealthGapMs} ms`,
+      pass: probeFailures.length === 0 && e.probes.probes > 0,
+    },
     ...leftoverOracles(e),
   ];
   return { latency: lat, outcomes, oracles };
@@ -115,11 +147,36 @@ function leftoverOracles(e: Evidence): Oracle[] {
   const grown = grownCollections(e);
   const idle = e.kinds.filter((k) => (e.iterations[k]?.iterations ?? 0) === 0);
   return [
-    { name: 'Redis keys after the drain', bound: `≤ before ${e.before.keys} + ${KEYS_FIXED} + ${KEYS_PER_ATTACKER} × ${e.attackers} attackers = ${keysBound}`, measured: String(e.after.keys), pass: e.after.keys <= keysBound },
-    { name: 'Redis memory after the drain', bound: `≤ before ${kib(e.before.bytes)} + DLQ_MAX_BYTES ${kib(e.dlqMaxBytes)} + ${kib(BYTES_SLACK)} = ${kib(bytesBound)}`, measured: kib(e.after.bytes), pass: e.after.bytes <= bytesBound },
-    { name: 'no collection grew', bound: `each hash/list/set/zset ≤ its entries before + ${ENTRIES_SLACK} (dead letters ≤ DLQ_MAX ${e.dlqMax}, rolling windows ≤ ${WINDOW_FIELDS} fields, usage hours + ${USAGE_FIELDS_PER_ANSWER} per attacker answer)`, measured: grown.length === 0 ? 'none grew' : summarize(grown), pass: grown.length === 0 },
-    { name: 'no attacker input answered internal', bound: '0: a fault of the input is named (invalid_request, payload_too_large, …)', measured: `${e.attackerReplies.internal ?? 0} of ${Object.values(e.attackerReplies).reduce((a, b) => a + b, 0)} replies`, pass: (e.attackerReplies.internal ?? 0) === 0 },
-    { name: 'every input kind ran', bound: `${e.kinds.length} kinds`, measured: idle.length === 0 ? `${e.kinds.length} kinds` : `never ran: ${idle.join(', ')}`, pass: idle.length === 0 },
+    {
+      name: 'Redis keys after the drain',
+      bound: `≤ before ${e.before.keys} + ${KEYS_FIXED} + ${KEYS_PER_ATTACKER} × ${e.attackers} attackers = ${keysBound}`,
+      measured: String(e.after.keys),
+      pass: e.after.keys <= keysBound,
+    },
+    {
+      name: 'Redis memory after the drain',
+      bound: `≤ before ${kib(e.before.bytes)} + DLQ_MAX_BYTES ${kib(e.dlqMaxBytes)} + ${kib(BYTES_SLACK)} = ${kib(bytesBound)}`,
+      measured: kib(e.after.bytes),
+      pass: e.after.bytes <= bytesBound,
+    },
+    {
+      name: 'no collection grew',
+      bound: `each hash/list/set/zset ≤ its entries before + ${ENTRIES_SLACK} (dead letters ≤ DLQ_MAX ${e.dlqMax}, rolling windows ≤ ${WINDOW_FIELDS} fields, usage hours + ${USAGE_FIELDS_PER_ANSWER} per attacker answer)`,
+      measured: grown.length === 0 ? 'none grew' : summarize(grown),
+      pass: grown.length === 0,
+    },
+    {
+      name: 'no attacker input answered internal',
+      bound: '0: a fault of the input is named (invalid_request, payload_too_large, …)',
+      measured: `${e.attackerReplies.internal ?? 0} of ${Object.values(e.attackerReplies).reduce((a, b) => a + b, 0)} replies`,
+      pass: (e.attackerReplies.internal ?? 0) === 0,
+    },
+    {
+      name: 'every input kind ran',
+      bound: `${e.kinds.length} kinds`,
+      measured: idle.length === 0 ? `${e.kinds.length} kinds` : `never ran: ${idle.join(', ')}`,
+      pass: idle.length === 0,
+    },
   ];
 }
 
@@ -134,7 +191,11 @@ function summarize(items: string[]): string {
 
 export function oracleTable(oracles: Oracle[]): string {
   const row = (cells: string[]): string => `| ${cells.join(' | ')} |`;
-  return [row(['oracle', 'bound', 'measured', 'result']), row(['---', '---', '---', '---']), ...oracles.map((o) => row([o.name, o.bound, o.measured, o.pass ? 'pass' : '**FAIL**']))].join('\n');
+  return [
+    row(['oracle', 'bound', 'measured', 'result']),
+    row(['---', '---', '---', '---']),
+    ...oracles.map((o) => row([o.name, o.bound, o.measured, o.pass ? 'pass' : '**FAIL**'])),
+  ].join('\n');
 }
 
 export function iterationTable(iterations: Partial<Record<Kind, KindStats>>, kinds: readonly Kind[]): string {
@@ -143,5 +204,9 @@ export function iterationTable(iterations: Partial<Record<Kind, KindStats>>, kin
     const s = iterations[k];
     return row([k, s?.iterations ?? 0, s?.cutOff ?? 0, s?.noAck ?? 0, s?.refused ?? 0, s?.unencodable ?? 0]);
   });
-  return [row(['input kind', 'iterations', 'cut off', 'no ack', 'refused', 'unencodable']), row(['---', '---:', '---:', '---:', '---:', '---:']), ...lines].join('\n');
+  return [
+    row(['input kind', 'iterations', 'cut off', 'no ack', 'refused', 'unencodable']),
+    row(['---', '---:', '---:', '---:', '---:', '---:']),
+    ...lines,
+  ].join('\n');
 }

@@ -166,7 +166,12 @@ async function phasesOf(options: FuzzOptions, scene: Scene, innocent: Innocent, 
     attackers: options.attackers,
     rate: options.rate,
     kinds: options.kinds,
-    context: { innocent: INNOCENT_ID, maxPayloadBytes: Number(scene.env.MAX_PAYLOAD_BYTES), imageMaxBytes: Number(scene.env.IMAGE_MAX_BYTES), templates: TEMPLATES },
+    context: {
+      innocent: INNOCENT_ID,
+      maxPayloadBytes: Number(scene.env.MAX_PAYLOAD_BYTES),
+      imageMaxBytes: Number(scene.env.IMAGE_MAX_BYTES),
+      templates: TEMPLATES,
+    },
   });
   started(attack);
   await phase(scene, lengths.attackMs);
@@ -182,7 +187,9 @@ async function phasesOf(options: FuzzOptions, scene: Scene, innocent: Innocent, 
 
 export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
   const lengths = phases(options);
-  progress(`seed ${options.seed}, ${options.attackers} attackers at ${options.rate}/s, baseline ${lengths.baselineMs / 1000} s, attack ${lengths.attackMs / 1000} s, drain ${lengths.drainMs / 1000} s`);
+  progress(
+    `seed ${options.seed}, ${options.attackers} attackers at ${options.rate}/s, baseline ${lengths.baselineMs / 1000} s, attack ${lengths.attackMs / 1000} s, drain ${lengths.drainMs / 1000} s`,
+  );
   const scene = await startScene(options.redisUrl, options.ttlS, options.seed);
   let attack: AttackThread | undefined;
   const probes = new Probes(scene.service.httpPort, scene.redis, scene.prefix);

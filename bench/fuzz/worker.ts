@@ -43,7 +43,8 @@ async function main(init: WorkerInit): Promise<void> {
     for (const a of attackers) for (const [code, n] of Object.entries(a.replies)) out[code] = (out[code] ?? 0) + n;
     return out;
   };
-  const report = (final: boolean): void => parentPort?.postMessage({ type: 'stats', stats: merged(attackers), replies: replies(), final } satisfies WorkerReport);
+  const report = (final: boolean): void =>
+    parentPort?.postMessage({ type: 'stats', stats: merged(attackers), replies: replies(), final } satisfies WorkerReport);
   const timer = setInterval(() => report(false), 2000);
   parentPort?.on('message', (message: unknown) => {
     if (message !== 'stop') return;

@@ -65,8 +65,16 @@ export function readOptions(): StoreBenchOptions {
 /** The options a child process needs to run the same sizes against the same Redis. */
 export function sizeArgs(sizes: Sizes): string[] {
   return [
-    '--jobs', String(sizes.jobs), '--devices', String(sizes.devices), '--claim-max', String(sizes.claimMax),
-    '--inflight', String(sizes.inflight), '--redis', sizes.redisUrl,
+    '--jobs',
+    String(sizes.jobs),
+    '--devices',
+    String(sizes.devices),
+    '--claim-max',
+    String(sizes.claimMax),
+    '--inflight',
+    String(sizes.inflight),
+    '--redis',
+    sizes.redisUrl,
   ];
 }
 

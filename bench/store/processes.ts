@@ -101,7 +101,14 @@ export async function worker(task: WorkerTask, sizes: Sizes): Promise<void> {
     await started;
     const cpu0 = process.cpuUsage();
     const share = { first: task.index, step: task.instances, total: sizes.jobs };
-    const result = await runInstance(store, `bench-${task.index}`, task.mode, share, { allAdmitted: () => allAdmitted, admitsDone: () => send({ type: 'admitted' }) }, sizes);
+    const result = await runInstance(
+      store,
+      `bench-${task.index}`,
+      task.mode,
+      share,
+      { allAdmitted: () => allAdmitted, admitsDone: () => send({ type: 'admitted' }) },
+      sizes,
+    );
     send({ type: 'done', result, counters: { ...counters }, cpuS: cpuSeconds(process.cpuUsage(cpu0)) });
     redis.disconnect();
     process.disconnect();

@@ -25,11 +25,18 @@ export const SCENARIOS: Scenario[] = [
   { name: 'redis x2 batched+autopipe (1 proc, 2 conns)', store: 'redis', instances: 2, mode: 'batched', autoPipelining: true, processes: false },
 ];
 
-export const slug = (name: string) => name.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '').toLowerCase();
+export const slug = (name: string) =>
+  name
+    .replace(/[^a-z0-9]+/gi, '-')
+    .replace(/^-|-$/g, '')
+    .toLowerCase();
 
 /** The scenarios whose slug contains one of the comma-separated wanted slugs; all when none is given. */
 export function selectScenarios(wanted: string | undefined): Scenario[] {
-  const names = wanted?.split(',').map((x) => x.trim()).filter(Boolean);
+  const names = wanted
+    ?.split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
   return names ? SCENARIOS.filter((s) => names.some((w) => slug(s.name).includes(slug(w)))) : SCENARIOS;
 }
 

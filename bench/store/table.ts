@@ -24,7 +24,21 @@ export async function machine(redisUrl: string): Promise<Machine> {
   return { cpus: os.availableParallelism(), cpu, node: process.version, redis: redisVersion, platform: `${os.platform()} ${os.release()}` };
 }
 
-const HEAD = ['scenario', 'jobs', 'seconds', 'jobs/s', 'Redis calls/job', 'writes/job', 'empty claims', 'Redis CPU', 'fcall µs/job', 'Redis cmds/job', 'Redis CPU µs/job', 'client CPU', 'machine CPU'];
+const HEAD = [
+  'scenario',
+  'jobs',
+  'seconds',
+  'jobs/s',
+  'Redis calls/job',
+  'writes/job',
+  'empty claims',
+  'Redis CPU',
+  'fcall µs/job',
+  'Redis cmds/job',
+  'Redis CPU µs/job',
+  'client CPU',
+  'machine CPU',
+];
 
 const percent = (share: number | undefined) => (share === undefined ? '-' : `${Math.round(share * 100)}%`);
 

@@ -51,7 +51,6 @@ const RouteSchema = z.strictObject({
   model: z.string().min(1).optional(),
 });
 
-
 const BreakerSchema = z.strictObject({
   /** Consecutive failed attempts that open the circuit. */
   consecutiveFailures: z.number().int().positive().default(5),
@@ -175,7 +174,9 @@ export function fileCounts(file: ConfigFile): Record<'templates' | 'weights' | '
 export function loadedLine(path: string, file: ConfigFile, env: NodeJS.ProcessEnv): { fields: Record<string, unknown>; message: string } {
   const counts = fileCounts(file);
   const overridden = overriddenSettings(env, file.settings);
-  const said = Object.entries(counts).map(([part, n]) => `${n} ${part}`).join(', ');
+  const said = Object.entries(counts)
+    .map(([part, n]) => `${n} ${part}`)
+    .join(', ');
   const more = overridden.length > 0 ? `; the environment overrides ${overridden.join(', ')}` : '';
   return { fields: { configFile: path, ...counts, overridden }, message: `CONFIG_FILE loaded: ${said}${more}` };
 }
@@ -193,15 +194,19 @@ export function upstreamSettings(
   env: NodeJS.ProcessEnv = process.env,
 ): UpstreamSettings {
   const base = { timeoutMs: config.upstreamTimeoutMs, connectTimeoutMs: undefined, connections: config.maxConcurrency, structuredOutputs: true };
-  const all: ProviderSettings[] = [
-    { name: 'primary', baseUrl: config.upstreamUrl, apiKeys: config.upstreamApiKeys, model: undefined, ...base },
-  ];
+  const all: ProviderSettings[] = [{ name: 'primary', baseUrl: config.upstreamUrl, apiKeys: config.upstreamApiKeys, model: undefined, ...base }];
   if (config.fallbackUrl !== undefined) {
     all.push({ name: 'fallback', baseUrl: config.fallbackUrl, apiKeys: config.fallbackApiKeys, model: config.fallbackModel, ...base });
   }
   for (const p of file.providers) {
     if (all.some((q) => q.name === p.name)) throw new ConfigError('CONFIG_FILE', `providers: name "${p.name}" is used twice`);
-    const fromEnv = p.apiKeysEnv === undefined ? [] : (env[p.apiKeysEnv] ?? '').split(',').map((k) => k.trim()).filter(Boolean);
+    const fromEnv =
+      p.apiKeysEnv === undefined
+        ? []
+        : (env[p.apiKeysEnv] ?? '')
+            .split(',')
+            .map((k) => k.trim())
+            .filter(Boolean);
     if (p.apiKeysEnv !== undefined && fromEnv.length === 0) {
       throw new ConfigError('CONFIG_FILE', `providers.${p.name}.apiKeysEnv: ${p.apiKeysEnv} is not set`);
     }

@@ -10,7 +10,8 @@ export const WeightsSchema = z
   // Checked here rather than by the key's schema, whose message zod replaces with its own.
   .superRefine((weights, ctx) => {
     for (const key of Object.keys(weights)) {
-      if (!DEVICE_PATTERN.test(key)) ctx.addIssue({ code: 'custom', path: [key], message: 'a device id, or a pattern of A-Za-z0-9_.:- and * (any characters)' });
+      if (!DEVICE_PATTERN.test(key))
+        ctx.addIssue({ code: 'custom', path: [key], message: 'a device id, or a pattern of A-Za-z0-9_.:- and * (any characters)' });
     }
   })
   .default({});
@@ -42,5 +43,4 @@ export function matchesDevice(pattern: string, id: string): boolean {
 const PATTERNS = new Map<string, RegExp>();
 
 /** The charge against a device's counter: tokens in + 2 × tokens out, over its weight. */
-export const fairCharge = (promptTokens: number, completionTokens: number, weight: number): number =>
-  (promptTokens + 2 * completionTokens) / weight;
+export const fairCharge = (promptTokens: number, completionTokens: number, weight: number): number => (promptTokens + 2 * completionTokens) / weight;

@@ -82,7 +82,8 @@ export function modelProblems(file: FileParts): Issue[] {
     ...(file.onlyListedModels ? Object.keys(file.models).map((model) => ({ model, path: ['models', model] })) : []),
   ];
   for (const { model, path } of named) {
-    if (!priceOf(file.prices, model)) problems.push({ path, message: `model "${model}" has no price in \`prices\` (nor a default "${DEFAULT_PRICE}"), and budget "${budget}" counts cost` });
+    if (!priceOf(file.prices, model))
+      problems.push({ path, message: `model "${model}" has no price in \`prices\` (nor a default "${DEFAULT_PRICE}"), and budget "${budget}" counts cost` });
   }
   return problems;
 }
@@ -95,13 +96,17 @@ export function modelEnvProblems(file: Pick<FileParts, 'prices' | 'budgets' | 'm
   const problems: Issue[] = [];
   const budget = costBudget(file.budgets);
   if (budget !== undefined && !priceOf(file.prices, upstreamModel)) {
-    problems.push({ path: ['prices'], message: `UPSTREAM_MODEL "${upstreamModel}" has no price (nor a default "${DEFAULT_PRICE}"), and budget "${budget}" counts cost` });
+    problems.push({
+      path: ['prices'],
+      message: `UPSTREAM_MODEL "${upstreamModel}" has no price (nor a default "${DEFAULT_PRICE}"), and budget "${budget}" counts cost`,
+    });
   }
   for (const [name, t] of Object.entries(file.templates)) {
     if (t.max_tokens === undefined) continue;
     for (const model of new Set([t.model ?? upstreamModel, ...Object.values(t.priority_route ?? {})])) {
       const cap = (model === undefined ? undefined : modelEntry(file.models, model)?.maxTokens) ?? maxTokensCap;
-      if (t.max_tokens > cap) problems.push({ path: ['templates', name, 'max_tokens'], message: `${t.max_tokens} is over the cap of ${cap} for model "${model}"` });
+      if (t.max_tokens > cap)
+        problems.push({ path: ['templates', name, 'max_tokens'], message: `${t.max_tokens} is over the cap of ${cap} for model "${model}"` });
     }
   }
   return problems;

@@ -11,14 +11,19 @@ const PropertySchema = z
   .strictObject({
     type: z.enum(FIELD_TYPES),
     description: z.string().max(1000).optional(),
-    enum: z.array(z.union([z.string().max(256), z.number(), z.boolean()])).min(1).max(256).optional(),
+    enum: z
+      .array(z.union([z.string().max(256), z.number(), z.boolean()]))
+      .min(1)
+      .max(256)
+      .optional(),
     minimum: z.number().optional(),
     maximum: z.number().optional(),
     maxLength: z.number().int().positive().max(65_536).optional(),
   })
   .superRefine((p, ctx) => {
     const numeric = p.type === 'number' || p.type === 'integer';
-    if (!numeric && (p.minimum !== undefined || p.maximum !== undefined)) ctx.addIssue({ code: 'custom', message: `minimum and maximum apply to number and integer, not ${p.type}` });
+    if (!numeric && (p.minimum !== undefined || p.maximum !== undefined))
+      ctx.addIssue({ code: 'custom', message: `minimum and maximum apply to number and integer, not ${p.type}` });
     if (p.type !== 'string' && p.maxLength !== undefined) ctx.addIssue({ code: 'custom', message: `maxLength applies to string, not ${p.type}` });
     if (p.minimum !== undefined && p.maximum !== undefined && p.minimum > p.maximum) ctx.addIssue({ code: 'custom', message: 'minimum is above maximum' });
     for (const value of p.enum ?? []) {
@@ -33,14 +38,18 @@ export const OutputSchema = z
     title: z.string().max(256).optional(),
     description: z.string().max(1000).optional(),
     type: z.literal('object'),
-    properties: z.record(z.string().regex(FIELD_NAME_PATTERN, 'property names are 1 to 64 characters of A-Za-z0-9_, not starting with a digit'), PropertySchema),
+    properties: z.record(
+      z.string().regex(FIELD_NAME_PATTERN, 'property names are 1 to 64 characters of A-Za-z0-9_, not starting with a digit'),
+      PropertySchema,
+    ),
     required: z.array(z.string()).optional(),
     /** Always false in effect: an answer holds exactly the declared properties. */
     additionalProperties: z.literal(false).optional(),
   })
   .superRefine((s, ctx) => {
     const names = Object.keys(s.properties);
-    if (names.length === 0 || names.length > MAX_PROPERTIES) ctx.addIssue({ code: 'custom', path: ['properties'], message: `must declare 1 to ${MAX_PROPERTIES} properties` });
+    if (names.length === 0 || names.length > MAX_PROPERTIES)
+      ctx.addIssue({ code: 'custom', path: ['properties'], message: `must declare 1 to ${MAX_PROPERTIES} properties` });
     for (const [i, name] of (s.required ?? []).entries()) {
       if (!Object.hasOwn(s.properties, name)) ctx.addIssue({ code: 'custom', path: ['required', i], message: `"${name}" is not a declared property` });
     }

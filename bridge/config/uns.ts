@@ -42,9 +42,11 @@ export const UnsSchema = z
   })
   .superRefine((uns, ctx) => {
     const keys = Object.keys(uns.devices);
-    if (keys.length > MAX_DEVICE_ENTRIES) ctx.addIssue({ code: 'custom', path: ['devices'], message: `must map at most ${MAX_DEVICE_ENTRIES} devices or patterns` });
+    if (keys.length > MAX_DEVICE_ENTRIES)
+      ctx.addIssue({ code: 'custom', path: ['devices'], message: `must map at most ${MAX_DEVICE_ENTRIES} devices or patterns` });
     for (const key of keys) {
-      if (!DEVICE_PATTERN.test(key)) ctx.addIssue({ code: 'custom', path: ['devices', key], message: 'a device id, or a pattern of A-Za-z0-9_.:- and * (any characters)' });
+      if (!DEVICE_PATTERN.test(key))
+        ctx.addIssue({ code: 'custom', path: ['devices', key], message: 'a device id, or a pattern of A-Za-z0-9_.:- and * (any characters)' });
     }
   });
 

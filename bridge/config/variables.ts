@@ -8,16 +8,22 @@ const int = (min: number) => z.coerce.number({ error: 'must be a number' }).int(
 const port = z.coerce.number({ error: 'must be a number' }).int('must be an integer').min(0).max(65535, 'must be a port number (0-65535)');
 const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no'], { error: 'must be true or false' }).transform((v) => v === 'true' || v === '1' || v === 'yes');
 const url = (protocols: string[]) =>
-  z.string().refine((v) => {
-    try {
-      return protocols.includes(new URL(v).protocol);
-    } catch {
-      return false;
-    }
-  }, `must be a URL (${protocols.join(' or ')})`);
+  z.string().refine(
+    (v) => {
+      try {
+        return protocols.includes(new URL(v).protocol);
+      } catch {
+        return false;
+      }
+    },
+    `must be a URL (${protocols.join(' or ')})`,
+  );
 const hostPortList = z.string().transform((value, ctx) => {
   const list: Array<{ host: string; port: number }> = [];
-  for (const item of value.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const item of value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const match = /^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$/.exec(item);
     const portNumber = Number(match?.[2]);
     if (!match || portNumber < 1 || portNumber > 65535) {
@@ -32,7 +38,12 @@ const hostPortList = z.string().transform((value, ctx) => {
   }
   return list;
 });
-const keyList = z.string().transform((v) => v.split(',').map((k) => k.trim()).filter((k) => k.length > 0));
+const keyList = z.string().transform((v) =>
+  v
+    .split(',')
+    .map((k) => k.trim())
+    .filter((k) => k.length > 0),
+);
 const readableFile = z.string().refine((path) => {
   try {
     readFileSync(path);
@@ -51,7 +62,10 @@ export const DEFAULT_PRIORITY_OFFSETS_MS: Readonly<Record<Priority, number>> = {
 
 const priorityOffsets = z.string().transform((value, ctx) => {
   const offsets: Record<Priority, number> = { ...DEFAULT_PRIORITY_OFFSETS_MS };
-  for (const pair of value.split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const pair of value
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const [name, ms] = pair.split('=').map((s) => s.trim());
     const n = Number(ms);
     if (!name || !(PRIORITIES as readonly string[]).includes(name)) {
@@ -94,7 +108,9 @@ export const EnvSchema = z.object({
   /** Connections to the plant's broker per instance, each a member of the share group. */
   BROKER_CONNECTIONS: int(1).max(64, 'must be at most 64').default(4),
   /** With REDIS_URL: an instance whose liveness lease went unrenewed this long is taken for dead and its broker sessions adopted; 0 = off. */
-  BROKER_ADOPT_AFTER_MS: int(0).refine((ms) => ms === 0 || ms >= 1000, 'must be 0 (off) or at least 1000').default(5000),
+  BROKER_ADOPT_AFTER_MS: int(0)
+    .refine((ms) => ms === 0 || ms >= 1000, 'must be 0 (off) or at least 1000')
+    .default(5000),
   /** Names the status topics and, with BROKER_URL, the client id; generated when unset. */
   INSTANCE_ID: name64.optional(),
   /** The longest MQTT 5 session expiry the embedded broker grants. */
@@ -121,7 +137,10 @@ export const EnvSchema = z.object({
   REDIS_URL: url(['redis:', 'rediss:']).optional(),
   REDIS_TIMEOUT_MS: int(100).default(2000),
   REDIS_SENTINELS: hostPortList.optional(),
-  REDIS_SENTINEL_NAME: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1 to 64 characters of A-Za-z0-9_.-').default('mymaster'),
+  REDIS_SENTINEL_NAME: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1 to 64 characters of A-Za-z0-9_.-')
+    .default('mymaster'),
   REDIS_WAIT_REPLICAS: int(0).default(0),
   /** Not in the contract's table: names a deployment's keys, so several can share one Redis. */
   REDIS_PREFIX: z

@@ -48,7 +48,16 @@ function dateParts(at: number, timeZone: string): Record<'year' | 'month' | 'day
   let format = FORMATS.get(timeZone);
   if (!format) {
     const numeric = 'numeric' as const;
-    format = new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', year: numeric, month: numeric, day: numeric, hour: numeric, minute: numeric, second: numeric });
+    format = new Intl.DateTimeFormat('en-US', {
+      timeZone,
+      hourCycle: 'h23',
+      year: numeric,
+      month: numeric,
+      day: numeric,
+      hour: numeric,
+      minute: numeric,
+      second: numeric,
+    });
     FORMATS.set(timeZone, format);
   }
   const out: Record<string, number> = {};

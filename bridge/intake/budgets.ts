@@ -23,7 +23,11 @@ export function budgetCharges(settings: BudgetSettings, job: Job, promptEstimate
   const price = priceOf(settings.prices, model);
   const completionEstimate = job.tokenEstimate - promptEstimate;
   const costUsd = price ? (promptEstimate * price.inputPerMillion + completionEstimate * price.outputPerMillion) / 1e6 : 0;
-  return chargesFor(settings.budgets, { deviceId: job.deviceId, priority: job.priority, model, template: job.template, tokens: job.tokenEstimate, costUsd }, now);
+  return chargesFor(
+    settings.budgets,
+    { deviceId: job.deviceId, priority: job.priority, model, template: job.template, tokens: job.tokenEstimate, costUsd },
+    now,
+  );
 }
 
 /**
@@ -34,7 +38,11 @@ export function budgetCharges(settings: BudgetSettings, job: Job, promptEstimate
 export function budgetRefusal(charge: BudgetCharge, inFlight: boolean, inFlightRetryMs: number, now: number): BridgeError {
   const whose = charge.subject === '*' ? '' : ` for ${charge.subject}`;
   if (inFlight) {
-    return new BridgeError('budget_exceeded', `budget "${charge.budget}"${whose} is reserved by requests in flight: retry when they settle`, Math.max(0, inFlightRetryMs));
+    return new BridgeError(
+      'budget_exceeded',
+      `budget "${charge.budget}"${whose} is reserved by requests in flight: retry when they settle`,
+      Math.max(0, inFlightRetryMs),
+    );
   }
   const until = new Date(charge.resetAtMs).toISOString();
   return new BridgeError('budget_exceeded', `budget "${charge.budget}"${whose} is used up until ${until}`, Math.max(0, charge.resetAtMs - now));

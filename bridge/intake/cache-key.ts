@@ -105,9 +105,7 @@ function insertionSort(keys: string[]): void {
  * costs more than hashing a request's few hundred bytes.
  */
 const sha256: (text: string) => string =
-  typeof crypto.hash === 'function'
-    ? (text) => crypto.hash('sha256', text, 'hex')
-    : (text) => crypto.createHash('sha256').update(text).digest('hex');
+  typeof crypto.hash === 'function' ? (text) => crypto.hash('sha256', text, 'hex') : (text) => crypto.createHash('sha256').update(text).digest('hex');
 
 export interface CachePolicy {
   /** CACHE_TTL_S; 0 turns the cache (and coalescing) off. */

@@ -49,7 +49,10 @@ export function estimateOf(request: InferRequest, payloadBytes: number, config: 
 function checkListed(model: string, { file }: EstimateConfig): void {
   if (!file.onlyListedModels || modelEntry(file.models, model)) return;
   const names = Object.keys(file.models);
-  const shown = names.slice(0, NAMED_MODELS).map((n) => `"${n}"`).join(', ');
+  const shown = names
+    .slice(0, NAMED_MODELS)
+    .map((n) => `"${n}"`)
+    .join(', ');
   const more = names.length > NAMED_MODELS ? ` and ${names.length - NAMED_MODELS} more` : '';
   const allowed = names.length === 0 ? 'none may be named: leave `model` out' : `allowed: ${shown}${more}`;
   throw new BridgeError('invalid_request', `model "${model}" is not offered (${allowed})`);

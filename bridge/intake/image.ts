@@ -3,7 +3,15 @@
 // the format's own end (JPEG's end-of-image marker, PNG's IEND chunk, WebP's RIFF length), so a
 // frame cut short in transit, or anything that only starts like an image, is refused.
 import { createHash } from 'node:crypto';
-import { BridgeError, mediaType, REQUEST_ID_PATTERN, TemplateRequestSchema, type InferTopic, type RequestProperties, type TemplateRequest } from '../../contract/index.js';
+import {
+  BridgeError,
+  mediaType,
+  REQUEST_ID_PATTERN,
+  TemplateRequestSchema,
+  type InferTopic,
+  type RequestProperties,
+  type TemplateRequest,
+} from '../../contract/index.js';
 import type { JobImage } from '../model/job.js';
 
 export type ImageMime = 'image/jpeg' | 'image/png' | 'image/webp';
@@ -66,7 +74,10 @@ export function readImage(topic: ImageTopic, payload: Buffer, properties: Reques
   const id = nameOf(topic.requestId, properties, 'id');
   const template = nameOf(topic.template, properties, 'template');
   if (id === undefined || template === undefined) {
-    throw new BridgeError('invalid_request', `an image names its template and request id: devices/{id}/image/{priority}/{template}/{requestId}, or the MQTT 5 user properties template and id`);
+    throw new BridgeError(
+      'invalid_request',
+      `an image names its template and request id: devices/{id}/image/{priority}/{template}/{requestId}, or the MQTT 5 user properties template and id`,
+    );
   }
   if (payload.length > maxBytes) throw new BridgeError('payload_too_large', `image is ${payload.length} bytes, over IMAGE_MAX_BYTES (${maxBytes})`);
   const format = imageFormat(payload);

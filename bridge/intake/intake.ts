@@ -41,14 +41,7 @@ import type { AdmitResult, Store } from '../store/port.js';
 
 export type IntakeConfig = Pick<
   Config,
-  | 'maxPayloadBytes'
-  | 'imageMaxBytes'
-  | 'deviceRateLimitRpm'
-  | 'queueMax'
-  | 'queueMaxBytes'
-  | 'priorityOffsetsMs'
-  | 'idempotencyTtlS'
-  | 'upstreamTimeoutMs'
+  'maxPayloadBytes' | 'imageMaxBytes' | 'deviceRateLimitRpm' | 'queueMax' | 'queueMaxBytes' | 'priorityOffsetsMs' | 'idempotencyTtlS' | 'upstreamTimeoutMs'
 > &
   EstimateConfig;
 
@@ -140,8 +133,7 @@ export class Intake {
       const request = isTemplateRequest(parsed) ? this.deps.templates.render(parsed, at, image) : parsed;
       // A template's prompt is on the bridge, and CBOR is shorter than the JSON the upstream
       // gets: the token estimate counts the request as JSON, and an image as what it costs.
-      const bytes =
-        template === undefined && !cbor ? payload.length : Buffer.byteLength(JSON.stringify(request)) + (image ? IMAGE_ESTIMATE_BYTES : 0);
+      const bytes = template === undefined && !cbor ? payload.length : Buffer.byteLength(JSON.stringify(request)) + (image ? IMAGE_ESTIMATE_BYTES : 0);
       if (!this.accepting) throw new BridgeError('unavailable', 'bridge is shutting down');
       const { shedder } = this.deps;
       const shed = shedder.check(at);
@@ -283,7 +275,12 @@ export class Intake {
     const charges = budgets ? budgetCharges(budgets, job, promptTokensOf(payloadBytes), arrivalMs) : [];
     if (charges.length > 0) job.budget = charges;
     const { config } = this;
-    const limits = { deviceRpm: config.deviceRateLimitRpm, queueMax: config.queueMax, queueMaxBytes: config.queueMaxBytes, imageTtlMs: config.idempotencyTtlS * 1000 };
+    const limits = {
+      deviceRpm: config.deviceRateLimitRpm,
+      queueMax: config.queueMax,
+      queueMaxBytes: config.queueMaxBytes,
+      imageTtlMs: config.idempotencyTtlS * 1000,
+    };
     const { dispatch } = this.deps;
     const claim = dispatch.claimAlong();
     let result: AdmitResult | undefined;

@@ -247,10 +247,7 @@ export class LoadShedder {
         this.lastSummaryAt = now;
       }
     } else if (this.episodeShed > 0 && !this.overloaded && !this.queueWait?.refusing) {
-      this.options.logger.info(
-        { ...context, shed: this.unlogged, episodeShed: this.episodeShed, episodeMs: now - this.episodeStart },
-        'load shedding stopped',
-      );
+      this.options.logger.info({ ...context, shed: this.unlogged, episodeShed: this.episodeShed, episodeMs: now - this.episodeStart }, 'load shedding stopped');
       this.unlogged = {};
       this.episodeShed = 0;
     }

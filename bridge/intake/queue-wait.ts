@@ -138,9 +138,7 @@ export class QueueWaitGuard {
     this.held = false;
     this.measuredErrors = {};
     for (const priority of SHEDDABLE) {
-      const refusing = REFUSED_FOR[priority]
-        .map((p) => this.measured[p])
-        .filter((m) => m.over && (priority !== 'high' || m.waitMs > 2 * this.thresholdMs));
+      const refusing = REFUSED_FOR[priority].map((p) => this.measured[p]).filter((m) => m.over && (priority !== 'high' || m.waitMs > 2 * this.thresholdMs));
       if (refusing.length > 0) this.measuredErrors[priority] = this.error(Math.max(...refusing.map((m) => m.waitMs)));
     }
     if (this.estimate) {
@@ -158,7 +156,11 @@ export class QueueWaitGuard {
 
   /** The last readings, for the log. */
   readings(): { measuredMs: Record<Sheddable, number>; estimatedMs: Record<Sheddable, number> } {
-    const round = (f: (p: Sheddable) => number): Record<Sheddable, number> => ({ high: Math.round(f('high')), normal: Math.round(f('normal')), low: Math.round(f('low')) });
+    const round = (f: (p: Sheddable) => number): Record<Sheddable, number> => ({
+      high: Math.round(f('high')),
+      normal: Math.round(f('normal')),
+      low: Math.round(f('low')),
+    });
     return { measuredMs: round((p) => this.measured[p].waitMs), estimatedMs: round((p) => this.lastEstimateMs[p]) };
   }
 

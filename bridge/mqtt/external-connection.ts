@@ -182,13 +182,7 @@ export function clientOptions(options: ExternalBrokerOptions, c: Pick<Connection
   };
 }
 
-async function admit(
-  topicName: string,
-  payload: Buffer,
-  packet: IPublishPacket,
-  onRequest: RequestHandler,
-  log: Logger,
-): Promise<number> {
+async function admit(topicName: string, payload: Buffer, packet: IPublishPacket, onRequest: RequestHandler, log: Logger): Promise<number> {
   const topic = parseInferTopic(topicName);
   if (!topic) {
     // The subscription only matches request topics; a device id outside the contract lands here.

@@ -5,14 +5,7 @@
 // session, and the broker delivers it again when the same client id comes back.
 import type { Logger } from 'pino';
 import { topics, type Publish, type RequestHandler } from '../../contract/index.js';
-import {
-  AdmissionCount,
-  openConnection,
-  redactUrl,
-  type BrokerConnection,
-  type ExternalBrokerOptions,
-  type StatusMessages,
-} from './external-connection.js';
+import { AdmissionCount, openConnection, redactUrl, type BrokerConnection, type ExternalBrokerOptions, type StatusMessages } from './external-connection.js';
 import type { MqttPort } from './port.js';
 import { RepeatingLog, type RepeatingLogOptions } from '../repeating-log.js';
 
@@ -58,11 +51,15 @@ export async function openExternal(
   const log = logger.child({ module: 'external-broker', broker: redactUrl(options.brokerUrl) });
   const filters = sharedSubscriptions(options.brokerShareGroup);
   const admissions = new AdmissionCount();
-  const unreachable = new RepeatingLog(log, {
-    started: 'broker unreachable: unready, retrying; requests wait in the broker meanwhile',
-    repeating: 'broker still unreachable',
-    ended: 'broker reachable again',
-  }, repeatLog);
+  const unreachable = new RepeatingLog(
+    log,
+    {
+      started: 'broker unreachable: unready, retrying; requests wait in the broker meanwhile',
+      repeating: 'broker still unreachable',
+      ended: 'broker reachable again',
+    },
+    repeatLog,
+  );
   const settled = await Promise.allSettled(
     Array.from({ length: options.brokerConnections }, (_, index) =>
       openConnection(options, {

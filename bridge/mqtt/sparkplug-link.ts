@@ -82,7 +82,9 @@ export function embeddedNodeLink(broker: Broker): SparkplugLink {
   const { aedes } = broker;
   // Aedes' types leave its persistence out; its retained stream is an async iterable.
   const retained = (filter: string): AsyncIterable<{ topic: string; payload: Buffer }> =>
-    (aedes as unknown as { persistence: { createRetainedStream(f: string): AsyncIterable<{ topic: string; payload: Buffer }> } }).persistence.createRetainedStream(filter);
+    (
+      aedes as unknown as { persistence: { createRetainedStream(f: string): AsyncIterable<{ topic: string; payload: Buffer }> } }
+    ).persistence.createRetainedStream(filter);
   return {
     willOutlivesProcess: false,
     async open(_will, filters, handlers) {

@@ -68,7 +68,7 @@ export class Adoption {
     } catch (err) {
       // The live instances get one lease to renew theirs once Redis is back.
       this.holdOffUntil = Date.now() + this.deps.leaseMs;
-      this.log.debug({ err }, 'could not read the instances\' liveness leases');
+      this.log.debug({ err }, "could not read the instances' liveness leases");
       return;
     }
     for (const record of lapsed) {

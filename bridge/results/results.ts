@@ -2,15 +2,7 @@
 // request named an MQTT 5 Response Topic, one more there with its Correlation Data. A CBOR
 // request's reply is CBOR on both, with that Content Type.
 import { encodeCbor } from '../../contract/cbor.js';
-import {
-  CONTENT_TYPE_CBOR,
-  CONTENT_TYPE_JSON,
-  topics,
-  type Publish,
-  type PublishProperties,
-  type Reply,
-  type ReplyRoute,
-} from '../../contract/index.js';
+import { CONTENT_TYPE_CBOR, CONTENT_TYPE_JSON, topics, type Publish, type PublishProperties, type Reply, type ReplyRoute } from '../../contract/index.js';
 import type { Logger } from '../logger.js';
 import type { AnswerSink } from '../scada/answers.js';
 import { StreamPublisher, type StreamSettings } from './stream.js';

@@ -102,7 +102,8 @@ export class ScadaOutputs implements AnswerSink {
     const out = answer.quality === 'good' ? answer : await this.withLastGood(answer, good);
     this.counts.answers += 1;
     if (uns !== undefined) await uns.publish(out).catch((err: unknown) => this.failed(err, 'could not publish a UNS tag'));
-    if (sparkplug) await state.announce({ kind: 'answer', answer: out }).catch((err: unknown) => this.failed(err, 'could not hand an answer to the Sparkplug publisher'));
+    if (sparkplug)
+      await state.announce({ kind: 'answer', answer: out }).catch((err: unknown) => this.failed(err, 'could not hand an answer to the Sparkplug publisher'));
   }
 
   /** A failure keeps showing the last good values, marked bad. */

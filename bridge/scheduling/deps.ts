@@ -29,22 +29,15 @@ export interface SchedulerDeps {
 
 export type SchedulerConfig = Pick<
   Config,
-  | 'maxConcurrency'
-  | 'upstreamTimeoutMs'
-  | 'rateLimitRpm'
-  | 'rateLimitTpm'
-  | 'maxAttempts'
-  | 'idempotencyTtlS'
-  | 'upstreamModel'
-  | 'cacheTtlS'
+  'maxConcurrency' | 'upstreamTimeoutMs' | 'rateLimitRpm' | 'rateLimitTpm' | 'maxAttempts' | 'idempotencyTtlS' | 'upstreamModel' | 'cacheTtlS'
 > &
   /** OUTPUT_RETRIES (default 1). */
   Partial<Pick<Config, 'outputRetries'>> & {
-  /** Model → price per million tokens (CONFIG_FILE `prices`), for the usage's cost. */
-  prices: Record<string, Price>;
-  /** CONFIG_FILE `embeddingModel`: the model of embeddings requests that name none (never UPSTREAM_MODEL). */
-  embeddingModel: string;
-};
+    /** Model → price per million tokens (CONFIG_FILE `prices`), for the usage's cost. */
+    prices: Record<string, Price>;
+    /** CONFIG_FILE `embeddingModel`: the model of embeddings requests that name none (never UPSTREAM_MODEL). */
+    embeddingModel: string;
+  };
 
 /** What the scheduler reports for metrics (bridge/ops/metrics/bridge-metrics.ts); every method must be cheap. */
 export interface SchedulerObserver {

@@ -93,13 +93,7 @@ export class JobRunner {
   }
 
   /** Follows an identical request in flight; true when its answer became this job's reply. */
-  private async answeredShared(
-    entry: Running,
-    cacheKey: string,
-    firstLead: Lead | Promise<Lead>,
-    claimedAt: number,
-    log: LazyLog,
-  ): Promise<boolean> {
+  private async answeredShared(entry: Running, cacheKey: string, firstLead: Lead | Promise<Lead>, claimedAt: number, log: LazyLog): Promise<boolean> {
     const { job, abort } = entry;
     const shared = await this.deps.coalescer.followOrLead(entry, cacheKey, firstLead);
     if (!shared) return false;
@@ -150,7 +144,14 @@ export class JobRunner {
   }
 
   /** The reply of the job's calls, the last one's bookkeeping in `outcome` (with what they all spent). */
-  private async replyOf(entry: Running, claimedAt: number, rounds: OutputRounds, verdict: OutputVerdict | undefined, log: LazyLog, outcome: Outcome): Promise<Reply> {
+  private async replyOf(
+    entry: Running,
+    claimedAt: number,
+    rounds: OutputRounds,
+    verdict: OutputVerdict | undefined,
+    log: LazyLog,
+    outcome: Outcome,
+  ): Promise<Reply> {
     const { job } = entry;
     const answer = rounds.answer(verdict?.ok === true ? verdict.data : undefined);
     const facts = { cached: false, attempts: job.attempts + rounds.attempts, claimedAt, upstreamMs: rounds.upstreamMs, now: this.deps.clock() };
@@ -173,13 +174,7 @@ export class JobRunner {
     return this.deps.streams.openStream(job.deviceId, job.id, this.deps.logger);
   }
 
-  private upstreamCall(
-    entry: Running,
-    log: LazyLog,
-    stream: StreamPublisher | undefined,
-    output: OutputFormat | undefined,
-    more: ChatMessage[],
-  ): UpstreamCall {
+  private upstreamCall(entry: Running, log: LazyLog, stream: StreamPublisher | undefined, output: OutputFormat | undefined, more: ChatMessage[]): UpstreamCall {
     const { job, abort } = entry;
     const { config, store } = this.deps;
     const lock = job.request.lock;
@@ -263,7 +258,7 @@ export class JobRunner {
   private async settleAnswered(entry: Running, tokens: number, log: LazyLog): Promise<void> {
     if (this.deps.config.rateLimitTpm === undefined) return;
     await this.deps.store.limits.settleTokens(entry.callId, tokens).catch((err: unknown) => {
-      log().warn({ err }, 'could not settle the call\'s tokens');
+      log().warn({ err }, "could not settle the call's tokens");
     });
   }
 
@@ -288,7 +283,7 @@ export class JobRunner {
   private settleUnused(entry: Running, log: LazyLog): void {
     if (this.deps.config.rateLimitTpm === undefined) return;
     this.deps.store.limits.settleTokens(entry.callId, 0).catch((err: unknown) => {
-      log().warn({ err }, 'could not settle the call\'s tokens');
+      log().warn({ err }, "could not settle the call's tokens");
     });
   }
 

@@ -150,7 +150,10 @@ export class Scheduler implements Dispatch {
       this.jobsAbort = unlimitedAbort();
       await Promise.allSettled(unfinished.map((r) => r.done));
       try {
-        await this.store.queue.release(unfinished.map((r) => r.job), this.clock());
+        await this.store.queue.release(
+          unfinished.map((r) => r.job),
+          this.clock(),
+        );
       } catch (err) {
         // Their leases run out instead, and another instance (or the next start) reaps them.
         this.logger.warn({ err }, 'could not hand unfinished requests back');

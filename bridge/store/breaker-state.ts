@@ -31,14 +31,7 @@ export class RedisBreakerStore {
     return { allowed: false, state: state === 'h' ? 'half-open' : 'open', retryAt };
   }
 
-  async record(
-    name: string,
-    config: BreakerConfig,
-    ok: boolean,
-    probe: string | undefined,
-    now: number,
-    successes = 0,
-  ): Promise<Recorded> {
+  async record(name: string, config: BreakerConfig, ok: boolean, probe: string | undefined, now: number, successes = 0): Promise<Recorded> {
     const [state, , , until, from, reason] = await this.run('record', name, config, now, ok ? '1' : '0', probe ?? '', successes);
     return {
       state: fromCode(state) ?? 'closed',
@@ -52,15 +45,7 @@ export class RedisBreakerStore {
     await this.run('release', name, config, now, '0', probe, 0);
   }
 
-  private async run(
-    op: string,
-    name: string,
-    c: BreakerConfig,
-    now: number,
-    ok: string,
-    probe: string,
-    successes: number,
-  ): Promise<ScriptReply> {
+  private async run(op: string, name: string, c: BreakerConfig, now: number, ok: string, probe: string, successes: number): Promise<ScriptReply> {
     const raw = (await library.call(
       this.redis,
       'breaker',

@@ -41,11 +41,7 @@ export const parseStored = (stored: string): DeadLetter => JSON.parse(stored.sli
  * Replays every entry kept at `now`, oldest first, one page at a time; entries dead-lettered
  * after `now` (a replayed job that failed again) are left for the next replay.
  */
-export async function replayInPages(
-  letters: Pick<DeadLetters, 'page'>,
-  replayPage: (entries: DeadLetter[]) => Promise<number>,
-  now: number,
-): Promise<number> {
+export async function replayInPages(letters: Pick<DeadLetters, 'page'>, replayPage: (entries: DeadLetter[]) => Promise<number>, now: number): Promise<number> {
   let replayed = 0;
   let after: string | undefined;
   for (;;) {

@@ -35,13 +35,19 @@ export class LuaLibrary {
   private readonly prefix: string;
 
   constructor(
-    names = readdirSync(LUA_DIR).filter((f) => f.endsWith('.lua')).map((f) => f.slice(0, -4)),
+    names = readdirSync(LUA_DIR)
+      .filter((f) => f.endsWith('.lua'))
+      .map((f) => f.slice(0, -4)),
     /** Fair share within a class (lua/includes/fair.lua); off, the queue is first come, first served. */
     fairShare = true,
   ) {
     const helpers = `local FAIR_SHARE = ${fairShare}\n` + INCLUDES.map((name) => read(`includes/${name}.lua`)).join('\n');
     const bodies = names.sort().map((name) => [name, read(`${name}.lua`)] as const);
-    const hash = createHash('sha1').update(helpers).update(bodies.map(([n, b]) => `${n}\n${b}`).join('\n')).digest('hex').slice(0, 12);
+    const hash = createHash('sha1')
+      .update(helpers)
+      .update(bodies.map(([n, b]) => `${n}\n${b}`).join('\n'))
+      .digest('hex')
+      .slice(0, 12);
     this.name = `edge_ai_bridge_${hash}`;
     this.prefix = `eab_${hash}_`;
     const functions = bodies.map(([name, body]) => registration(this.fn(name), body)).join('\n');

@@ -22,7 +22,12 @@ export class DeadlineIndex {
 }
 
 /** Takes the job `key` out of the queue or from behind its lock if it waits there and its deadline has come. */
-export function takeDue<T extends { job: Job }>(queue: { take(matches: (q: T) => boolean): T | undefined }, parked: Map<string, T[]>, key: string, now: number): T | undefined {
+export function takeDue<T extends { job: Job }>(
+  queue: { take(matches: (q: T) => boolean): T | undefined },
+  parked: Map<string, T[]>,
+  key: string,
+  now: number,
+): T | undefined {
   // The key may be waiting again in a later life (a replayed dead letter) with another deadline.
   const due = (q: T) => q.job.key === key && q.job.deadlineMs !== undefined && q.job.deadlineMs <= now;
   const taken = queue.take(due);

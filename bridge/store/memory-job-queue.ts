@@ -4,23 +4,13 @@
 import { PRIORITIES, type Reply } from '../../contract/index.js';
 import { withoutImageBytes, type ClaimedJob, type ExpiredJob, type Job } from '../model/job.js';
 import { settlementOf } from './budget-spend.js';
-import { ReadyQueue, type Queued } from './memory-queue.js';
+import { type ReadyQueue, type Queued } from './memory-queue.js';
 import { QueueBytes, type MemoryLimits } from './memory-limits.js';
 import type { AnswerCache } from './memory-answers.js';
 import { DeadlineIndex, takeDue } from './memory-deadlines.js';
 import { MemoryDeadLetters } from './memory-dead-letters.js';
 import type { MemoryAnswers, Records } from './memory-records.js';
-import type {
-  AdmitLimits,
-  AdmitResult,
-  ClaimOptions,
-  ClaimResult,
-  CompleteOptions,
-  DeadLetterBounds,
-  JobQueue,
-  QueueDepth,
-  RecordResult,
-} from './port.js';
+import type { AdmitLimits, AdmitResult, ClaimOptions, ClaimResult, CompleteOptions, DeadLetterBounds, JobQueue, QueueDepth, RecordResult } from './port.js';
 
 /** A job as data again (what a queue holds), without what a claim added to it. */
 function plainJob(held: Job & { owner?: string; fence?: number | undefined; callId?: string; recordedReply?: Reply }): Job {

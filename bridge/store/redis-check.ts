@@ -8,10 +8,7 @@ import type { Redis } from 'ioredis';
  * - `{ ok: 'unknown', reason }`: the policy could not be read (CONFIG and INFO both refused,
  *   as some managed Redis services do); the caller should log a warning and go on.
  */
-export type RedisPolicyCheck =
-  | { ok: true; policy: 'noeviction' }
-  | { ok: false; policy: string; problem: string }
-  | { ok: 'unknown'; reason: string };
+export type RedisPolicyCheck = { ok: true; policy: 'noeviction' } | { ok: false; policy: string; problem: string } | { ok: 'unknown'; reason: string };
 
 export async function checkRedisPolicy(redis: Redis): Promise<RedisPolicyCheck> {
   let policy: string | undefined;
@@ -39,9 +36,7 @@ export async function checkRedisPolicy(redis: Redis): Promise<RedisPolicyCheck> 
   return {
     ok: false,
     policy,
-    problem:
-      `REDIS_URL: Redis maxmemory-policy is ${policy}; edge-ai-bridge needs noeviction ` +
-      '(an evicted job or lock breaks every guarantee)',
+    problem: `REDIS_URL: Redis maxmemory-policy is ${policy}; edge-ai-bridge needs noeviction ` + '(an evicted job or lock breaks every guarantee)',
   };
 }
 

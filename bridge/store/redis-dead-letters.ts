@@ -127,6 +127,10 @@ export class RedisDeadLetters implements DeadLetters {
       const { attempts: _attempts, ...data } = replayedJob(job, offsetsMs, now);
       args.push(timeField(atMs), job.key, JSON.stringify(data), data.score, job.priority, lockId(job.request.lock), job.tokenEstimate);
     }
-    return (await this.run('replay', letters.map(({ job }) => this.keys.idem(job.key)), args)) as number;
+    return (await this.run(
+      'replay',
+      letters.map(({ job }) => this.keys.idem(job.key)),
+      args,
+    )) as number;
   }
 }

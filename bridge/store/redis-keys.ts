@@ -120,8 +120,7 @@ export function redisKeys(prefix: string) {
 
 export type RedisKeys = ReturnType<typeof redisKeys>;
 
-export const lockId = (lock: string | undefined): string =>
-  lock === undefined ? '-' : createHash('sha1').update(lock).digest('hex');
+export const lockId = (lock: string | undefined): string => (lock === undefined ? '-' : createHash('sha1').update(lock).digest('hex'));
 
 /** Deletes every key of one deployment prefix, and only those (tests, benchmarks, teardown). */
 export async function deleteDeployment(redis: Redis, prefix: string): Promise<void> {

@@ -8,9 +8,27 @@ import type { RedisKeys } from './redis-keys.js';
 import type { DeadLetterStep } from './redis-dead-letters.js';
 
 /** The store's steps, one Redis function each (lua/<name>.lua). */
-export type Step = 'admit' | 'claim' | 'take-rate' | 'pause' | 'renew' | 'record' | 'complete' | 'release' | 'reap' | 'drain'
-  | 'settle' | 'admit-answered' | 'lead' | 'unlead' | 'usage' | 'upgrade' | 'budget-settle' | 'quota'
-  | 'upgrade-fences' | DeadLetterStep;
+export type Step =
+  | 'admit'
+  | 'claim'
+  | 'take-rate'
+  | 'pause'
+  | 'renew'
+  | 'record'
+  | 'complete'
+  | 'release'
+  | 'reap'
+  | 'drain'
+  | 'settle'
+  | 'admit-answered'
+  | 'lead'
+  | 'unlead'
+  | 'usage'
+  | 'upgrade'
+  | 'budget-settle'
+  | 'quota'
+  | 'upgrade-fences'
+  | DeadLetterStep;
 
 /** REDIS_WAIT_REPLICAS: see RedisStoreOptions. */
 export interface Replicas {

@@ -58,7 +58,13 @@ export class RedisStore implements Store {
     this.steps = steps;
     const spend = new RedisSpend(redis, this.keys.base, (fn, keys, args) => steps.run(fn, keys, args));
     const guard = <T>(pending: Promise<T>): Promise<T> => steps.guard(pending);
-    this.deadLetters = new RedisDeadLetters(redis, this.keys, options.deadLetters ?? DEFAULT_DEAD_LETTER_BOUNDS, (fn, keys, args) => steps.run(fn, keys, args), guard);
+    this.deadLetters = new RedisDeadLetters(
+      redis,
+      this.keys,
+      options.deadLetters ?? DEFAULT_DEAD_LETTER_BOUNDS,
+      (fn, keys, args) => steps.run(fn, keys, args),
+      guard,
+    );
     this.usageBuffer = new UsageBuffer((hour, amounts) => steps.run('usage', [this.keys.usage(String(hour))], usageArgs(amounts)).then(() => undefined));
     this.queue = new RedisJobQueue(steps, spend, this.deadLetters, this.usageBuffer);
     this.limits = new RedisLimits(steps, spend);

@@ -39,14 +39,7 @@ export class MemoryBreakerStore implements BreakerStore {
     return this.acquireNow(name, config, now);
   }
 
-  async record(
-    name: string,
-    config: BreakerConfig,
-    ok: boolean,
-    probe: string | undefined,
-    now: number,
-    successes = 0,
-  ): Promise<Recorded> {
+  async record(name: string, config: BreakerConfig, ok: boolean, probe: string | undefined, now: number, successes = 0): Promise<Recorded> {
     return this.recordNow(name, config, ok, probe, now, successes);
   }
 
@@ -118,13 +111,7 @@ export class MemoryBreakerStore implements BreakerStore {
 }
 
 /** Adds `calls` and `failed` to the current bucket, drops the buckets that left the window, and sums the rest. */
-function countWindow(
-  window: Map<number, [number, number]>,
-  windowMs: number,
-  now: number,
-  calls: number,
-  failed: number,
-): { calls: number; failed: number } {
+function countWindow(window: Map<number, [number, number]>, windowMs: number, now: number, calls: number, failed: number): { calls: number; failed: number } {
   const bucketMs = Math.max(1, Math.ceil(windowMs / BUCKETS));
   const current = Math.floor(now / bucketMs);
   const bucket = window.get(current) ?? [0, 0];

@@ -11,14 +11,7 @@ export interface BreakerStore {
    * `successes`: earlier successes of calls that held no probe, applied before this outcome
    * (only while closed, as each on its own would be), so a batch keeps the order of outcomes.
    */
-  record(
-    name: string,
-    config: BreakerConfig,
-    ok: boolean,
-    probe: string | undefined,
-    now: number,
-    successes?: number,
-  ): Promise<Recorded>;
+  record(name: string, config: BreakerConfig, ok: boolean, probe: string | undefined, now: number, successes?: number): Promise<Recorded>;
   /** Gives a probe back unused (the call stopped before its attempt ran). */
   release(name: string, config: BreakerConfig, probe: string, now: number): Promise<void>;
 }

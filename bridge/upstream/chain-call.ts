@@ -295,7 +295,10 @@ export class ChainCall {
     if (outcome.kind === 'retry' && outcome.timeout) progress.timeouts += 1;
 
     if (outcome.kind === 'invalid') {
-      this.log().warn({ status: outcome.status, attempt: progress.counted, provider: provider.name, reason: outcome.message }, 'upstream refused the request: caused by the request');
+      this.log().warn(
+        { status: outcome.status, attempt: progress.counted, provider: provider.name, reason: outcome.message },
+        'upstream refused the request: caused by the request',
+      );
       throw new BridgeError('invalid_request', outcome.message);
     }
     if (outcome.kind === 'fatal') {

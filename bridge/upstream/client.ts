@@ -36,9 +36,7 @@ export interface UpstreamClientOptions {
 export class UpstreamClient extends ProviderChain {
   constructor(opts: UpstreamClientOptions) {
     super({
-      providers: [
-        { name: 'primary', baseUrl: opts.baseUrl, apiKeys: opts.apiKeys, timeoutMs: opts.timeoutMs, connections: opts.connections },
-      ],
+      providers: [{ name: 'primary', baseUrl: opts.baseUrl, apiKeys: opts.apiKeys, timeoutMs: opts.timeoutMs, connections: opts.connections }],
       maxAttempts: opts.maxAttempts,
       maxRateLimitedRetries: opts.maxRateLimitedRetries,
       ...(opts.backoff ? { backoff: opts.backoff } : {}),

@@ -32,10 +32,12 @@ export async function blameRefusal(ctx: RefusalContext, outcome: Extract<Outcome
   if (provider.keys.isAside(keyIndex, ctx.clock())) return { about: 'key', setAside: true };
   const verdict = await provider.checkKey(keyIndex, model);
   if (verdict.kind === 'accepted') {
-    ctx.log().warn(
-      { status: outcome.status, provider: provider.name, keyId: provider.keys.idOf(keyIndex), model },
-      'upstream refused the request, not the key (the key answers GET /models)',
-    );
+    ctx
+      .log()
+      .warn(
+        { status: outcome.status, provider: provider.name, keyId: provider.keys.idOf(keyIndex), model },
+        'upstream refused the request, not the key (the key answers GET /models)',
+      );
     const text = outcome.message.replace(/^upstream answered (\d+): /, '$1 ');
     const message = `the upstream refused the request: ${text} (model "${model}"; the API key itself is accepted)`;
     return { about: 'request', error: new BridgeError('invalid_request', message) };
@@ -60,8 +62,10 @@ export function setKeyAside(ctx: Omit<RefusalContext, 'model'>, reason: string):
   const now = clock();
   provider.forgetKeyVerdict(keyIndex);
   if (!provider.keys.setAside(keyIndex, now + setAsideMs, now)) return;
-  ctx.log().warn(
-    { provider: provider.name, keyId: provider.keys.idOf(keyIndex), setAsideMs, reason },
-    'upstream API key set aside: it is tried again after setAsideMs',
-  );
+  ctx
+    .log()
+    .warn(
+      { provider: provider.name, keyId: provider.keys.idOf(keyIndex), setAsideMs, reason },
+      'upstream API key set aside: it is tried again after setAsideMs',
+    );
 }

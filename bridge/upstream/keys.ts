@@ -154,7 +154,6 @@ export class KeyRing {
     return (this.coolUntil[index] ?? 0) > now ? 'cooling' : 'healthy';
   }
 
-
   private usable(index: number, now: number): boolean {
     return !this.isAside(index, now) && (this.coolUntil[index] ?? 0) <= now;
   }

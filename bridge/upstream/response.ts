@@ -104,11 +104,7 @@ export function parseAnswer(text: string, requestedModel: string, shape: AnswerS
  * completion_tokens 0. Anything else (a count that does not match the inputs, a base64 or
  * empty vector, repeated indices) is unusable.
  */
-export function parseEmbeddings(
-  text: string,
-  requestedModel: string,
-  shape: { single: boolean; count: number },
-): Completion | { malformed: string } {
+export function parseEmbeddings(text: string, requestedModel: string, shape: { single: boolean; count: number }): Completion | { malformed: string } {
   if (text.trim() === '') return { malformed: 'answer body is empty' };
   const json = parseJson(text);
   if (json === undefined) return { malformed: `answer is not valid JSON: ${truncate(text, 60)}` };

@@ -20,12 +20,9 @@ describe('dashboard in Chromium', () => {
   const errors: string[] = [];
 
   beforeAll(async () => {
-    h = await startHarness(
-      { ADMIN_TOKEN: TOKEN, RATE_LIMIT_RPM: '100000', DEVICE_RATE_LIMIT_RPM: '100000' },
-      { latencyMs: 40, jitterMs: 20 },
-      undefined,
-      { bridge: { dashboardTickMs: 500 } },
-    );
+    h = await startHarness({ ADMIN_TOKEN: TOKEN, RATE_LIMIT_RPM: '100000', DEVICE_RATE_LIMIT_RPM: '100000' }, { latencyMs: 40, jitterMs: 20 }, undefined, {
+      bridge: { dashboardTickMs: 500 },
+    });
     browser = await launchBrowser();
     page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
     page.on('pageerror', (err) => errors.push(String(err)));

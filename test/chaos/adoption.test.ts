@@ -75,7 +75,12 @@ function send100(devices: ChaosDevice[]) {
       const device = devices[n % devices.length] as ChaosDevice;
       const id = `${device.deviceId}-r${Math.floor(n / devices.length)}`;
       sent.set(id, device);
-      pending.push(device.publish('normal', { id, messages: [{ role: 'user', content: id }] }).then(() => void acked.add(id), () => undefined));
+      pending.push(
+        device.publish('normal', { id, messages: [{ role: 'user', content: id }] }).then(
+          () => void acked.add(id),
+          () => undefined,
+        ),
+      );
       await sleep(20);
     }
     await Promise.all(pending);
@@ -96,7 +101,7 @@ async function quiet(devices: ChaosDevice[], quietMs = 1500): Promise<void> {
 
 const logged = (s: ServiceProcess, msg: string) => s.logs.filter((l) => typeof l.msg === 'string' && l.msg.startsWith(msg));
 
-describe('chaos: a dead instance of the plant\'s broker\'s share group is adopted', () => {
+describe("chaos: a dead instance of the plant's broker's share group is adopted", () => {
   it('(a) kill -9, no restart: the survivor adopts its sessions; 100 requests answered exactly once within the bound', { timeout: 90_000 }, async () => {
     const r = await rig('xa');
     const [victim, survivor] = r.bridges as [ServiceProcess, ServiceProcess];

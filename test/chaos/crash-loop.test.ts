@@ -48,74 +48,78 @@ async function leftovers(p: string): Promise<Record<string, number>> {
 }
 
 describe('chaos: crash loop', () => {
-  it('20 SIGKILLs under load: every acknowledged request answered once, one way, within the takeover bound; nothing left held', { timeout: 180_000 }, async () => {
-    const prefix = (scene.prefix = uniquePrefix('chaos-loop'));
-    const upstream = (scene.upstream = await startUpstreamSim({ port: 0, latencyMs: 300 }));
-    const env = {
-      REDIS_URL,
-      REDIS_PREFIX: prefix,
-      UPSTREAM_URL: upstream.url,
-      UPSTREAM_TIMEOUT_MS: String(TIMEOUT_MS),
-      // Slots for ~100 requests/s against 20 offered: the backlog of each kill drains before
-      // the next, so the bound measures the takeover, not queueing behind earlier kills.
-      MAX_CONCURRENCY: '32',
-      // A job orphaned by one kill is taken over about when the next kill comes, and each
-      // holder that dies counts an attempt: 3 would dead-letter a job unlucky three times.
-      MAX_ATTEMPTS: '10',
-      RATE_LIMIT_RPM: '100000',
-      DEVICE_RATE_LIMIT_RPM: '100000',
-      // What is measured is takeover, not load shedding: on a busy CI machine a restarted
-      // process's slow event loop would shed (queue_full) requests the test counts as errors.
-      OVERLOAD_DELAY_MS: '0',
-    };
-    let service = await startServiceProcess(env);
-    scene.services.push(service);
-    const port = service.mqttPort;
-    const tag = randomBytes(3).toString('hex');
-    const devices = await persistentDevices(scene, port, `loop-${tag}`, DEVICES);
-
-    const load = steadyLoad(devices, SEND_EVERY_MS);
-
-    const kills: number[] = [];
-    for (let k = 0; k < KILLS; k += 1) {
-      await sleep(2500 + Math.random() * 2000);
-      service.child.kill('SIGKILL');
-      kills.push(Date.now());
-      await service.exited;
-      service = await startServiceProcess({ ...env, MQTT_PORT: String(port) });
+  it(
+    '20 SIGKILLs under load: every acknowledged request answered once, one way, within the takeover bound; nothing left held',
+    { timeout: 180_000 },
+    async () => {
+      const prefix = (scene.prefix = uniquePrefix('chaos-loop'));
+      const upstream = (scene.upstream = await startUpstreamSim({ port: 0, latencyMs: 300 }));
+      const env = {
+        REDIS_URL,
+        REDIS_PREFIX: prefix,
+        UPSTREAM_URL: upstream.url,
+        UPSTREAM_TIMEOUT_MS: String(TIMEOUT_MS),
+        // Slots for ~100 requests/s against 20 offered: the backlog of each kill drains before
+        // the next, so the bound measures the takeover, not queueing behind earlier kills.
+        MAX_CONCURRENCY: '32',
+        // A job orphaned by one kill is taken over about when the next kill comes, and each
+        // holder that dies counts an attempt: 3 would dead-letter a job unlucky three times.
+        MAX_ATTEMPTS: '10',
+        RATE_LIMIT_RPM: '100000',
+        DEVICE_RATE_LIMIT_RPM: '100000',
+        // What is measured is takeover, not load shedding: on a busy CI machine a restarted
+        // process's slow event loop would shed (queue_full) requests the test counts as errors.
+        OVERLOAD_DELAY_MS: '0',
+      };
+      let service = await startServiceProcess(env);
       scene.services.push(service);
-    }
-    await sleep(3000);
-    await load.stop();
-    const { sent, acknowledged, repliesOf } = load;
-    await waitUntil(() => [...acknowledged].every((id) => repliesOf(id).length > 0), 30_000, 200);
+      const port = service.mqttPort;
+      const tag = randomBytes(3).toString('hex');
+      const devices = await persistentDevices(scene, port, `loop-${tag}`, DEVICES);
 
-    const missing = [...acknowledged].filter((id) => repliesOf(id).length === 0);
-    const differing = [...acknowledged].filter((id) => new Set(repliesOf(id).map((r) => r.raw)).size > 1);
-    // Time from the last kill a request lived through (sent before it, answered after) to its first reply.
-    let slowest = 0;
-    for (const id of acknowledged) {
-      const first = repliesOf(id)[0];
-      const lastKill = first && [...kills].reverse().find((t) => t < first.at);
-      if (first && lastKill !== undefined) slowest = Math.max(slowest, first.at - lastKill);
-    }
-    const duplicates = [...acknowledged].reduce((sum, id) => sum + Math.max(0, repliesOf(id).length - 1), 0);
-    const errors = [...acknowledged].filter((id) => repliesOf(id).some((r) => !r.ok));
-    const left = await leftovers(prefix);
-    console.log(
-      `[chaos crash loop] ${KILLS} kills, sent ${sent.size}, acknowledged ${acknowledged.size}, missing ${missing.length}, ` +
-        `answered two ways ${differing.length}, duplicates ${duplicates}, error replies ${errors.length}${errorCodes(errors, repliesOf)}, ` +
-        `slowest answer after its last kill ${slowest} ms (bound ${TAKEOVER_BOUND_MS}), left in Redis ${JSON.stringify(left)}`,
-    );
+      const load = steadyLoad(devices, SEND_EVERY_MS);
 
-    expect(kills).toHaveLength(KILLS);
-    expect(acknowledged.size).toBeGreaterThan(KILLS * 40);
-    expect(missing).toEqual([]);
-    expect(differing).toEqual([]);
-    expect(errors).toEqual([]);
-    expect(slowest).toBeLessThanOrEqual(TAKEOVER_BOUND_MS);
-    expect(left).toEqual({ leases: 0, locks: 0, queue: 0, parked: 0, deadlines: 0, liveRecords: 0, flights: 0 });
-  });
+      const kills: number[] = [];
+      for (let k = 0; k < KILLS; k += 1) {
+        await sleep(2500 + Math.random() * 2000);
+        service.child.kill('SIGKILL');
+        kills.push(Date.now());
+        await service.exited;
+        service = await startServiceProcess({ ...env, MQTT_PORT: String(port) });
+        scene.services.push(service);
+      }
+      await sleep(3000);
+      await load.stop();
+      const { sent, acknowledged, repliesOf } = load;
+      await waitUntil(() => [...acknowledged].every((id) => repliesOf(id).length > 0), 30_000, 200);
+
+      const missing = [...acknowledged].filter((id) => repliesOf(id).length === 0);
+      const differing = [...acknowledged].filter((id) => new Set(repliesOf(id).map((r) => r.raw)).size > 1);
+      // Time from the last kill a request lived through (sent before it, answered after) to its first reply.
+      let slowest = 0;
+      for (const id of acknowledged) {
+        const first = repliesOf(id)[0];
+        const lastKill = first && [...kills].reverse().find((t) => t < first.at);
+        if (first && lastKill !== undefined) slowest = Math.max(slowest, first.at - lastKill);
+      }
+      const duplicates = [...acknowledged].reduce((sum, id) => sum + Math.max(0, repliesOf(id).length - 1), 0);
+      const errors = [...acknowledged].filter((id) => repliesOf(id).some((r) => !r.ok));
+      const left = await leftovers(prefix);
+      console.log(
+        `[chaos crash loop] ${KILLS} kills, sent ${sent.size}, acknowledged ${acknowledged.size}, missing ${missing.length}, ` +
+          `answered two ways ${differing.length}, duplicates ${duplicates}, error replies ${errors.length}${errorCodes(errors, repliesOf)}, ` +
+          `slowest answer after its last kill ${slowest} ms (bound ${TAKEOVER_BOUND_MS}), left in Redis ${JSON.stringify(left)}`,
+      );
+
+      expect(kills).toHaveLength(KILLS);
+      expect(acknowledged.size).toBeGreaterThan(KILLS * 40);
+      expect(missing).toEqual([]);
+      expect(differing).toEqual([]);
+      expect(errors).toEqual([]);
+      expect(slowest).toBeLessThanOrEqual(TAKEOVER_BOUND_MS);
+      expect(left).toEqual({ leases: 0, locks: 0, queue: 0, parked: 0, deadlines: 0, liveRecords: 0, flights: 0 });
+    },
+  );
 });
 
 /** The error replies' codes and first message, so a failure says what went wrong. */

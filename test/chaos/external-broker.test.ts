@@ -242,66 +242,70 @@ describe('chaos: external broker (Mosquitto), two bridges in one share group', (
     expect(takenOver.length).toBeGreaterThan(0);
   });
 
-  it('(c) Mosquitto restarts under load: unready while down, subscribed again after, nothing lost outside the window Mosquitto drops', { timeout: 60_000 }, async () => {
-    const r = await rig('xc', { latencyMs: 50, deviceCount: 10, env: { MAX_CONCURRENCY: '8' } });
-    const { bridges } = r;
-    const probe = probeReadiness(bridges);
-    const ledger = new Ledger();
-    const load = sender(ledger, r.devices, 40);
-    await waitUntil(() => ledger.sent.size >= 80, 10_000);
+  it(
+    '(c) Mosquitto restarts under load: unready while down, subscribed again after, nothing lost outside the window Mosquitto drops',
+    { timeout: 60_000 },
+    async () => {
+      const r = await rig('xc', { latencyMs: 50, deviceCount: 10, env: { MAX_CONCURRENCY: '8' } });
+      const { bridges } = r;
+      const probe = probeReadiness(bridges);
+      const ledger = new Ledger();
+      const load = sender(ledger, r.devices, 40);
+      await waitUntil(() => ledger.sent.size >= 80, 10_000);
 
-    await r.mq.stop('SIGTERM'); // saves the persistence db
-    const downAt = Date.now();
-    const seen503 = (bridge: number): boolean => probe.probes.some((p) => p.bridge === bridge && p.at >= downAt && p.status === 503);
-    const unready = await waitUntil(() => bridges.every((_, i) => seen503(i)), 10_000);
-    await waitUntil(() => Date.now() - downAt >= 1500, 5000);
-    await r.mq.restart();
-    const upAt = Date.now();
-    const ready200 = (bridge: number) => probe.probes.find((p) => p.bridge === bridge && p.at >= upAt && p.status === 200);
-    const readyAgain = await waitUntil(() => bridges.every((_, i) => ready200(i) !== undefined), 15_000);
-    await waitUntil(() => Date.now() - upAt >= 3000, 5000);
-    await load.stop();
-    await ledger.settled();
+      await r.mq.stop('SIGTERM'); // saves the persistence db
+      const downAt = Date.now();
+      const seen503 = (bridge: number): boolean => probe.probes.some((p) => p.bridge === bridge && p.at >= downAt && p.status === 503);
+      const unready = await waitUntil(() => bridges.every((_, i) => seen503(i)), 10_000);
+      await waitUntil(() => Date.now() - downAt >= 1500, 5000);
+      await r.mq.restart();
+      const upAt = Date.now();
+      const ready200 = (bridge: number) => probe.probes.find((p) => p.bridge === bridge && p.at >= upAt && p.status === 200);
+      const readyAgain = await waitUntil(() => bridges.every((_, i) => ready200(i) !== undefined), 15_000);
+      await waitUntil(() => Date.now() - upAt >= 3000, 5000);
+      await load.stop();
+      await ledger.settled();
 
-    // Where a loss happened: acknowledged before Mosquitto stopped, in Mosquitto's window with
-    // no shared subscriber (its restart until the first bridge subscribed again, plus a margin
-    // for the clocks of two processes), or after.
-    const subscribedAgain = bridges.map((b) => Number(b.logs.find((l) => l.msg === 'subscribed' && Number(l.time) >= upAt)?.time ?? NaN));
-    const windowEnd = Math.min(...subscribedAgain) + 100;
-    const phase = (id: string): 'before' | 'window' | 'after' => {
-      const at = ledger.ackedAt.get(id) ?? 0;
-      return at < downAt ? 'before' : at < windowEnd ? 'window' : 'after';
-    };
-    const missingIn = (p: string): string[] => ledger.missing().filter((id) => phase(id) === p);
-    await waitUntil(() => missingIn('before').length + missingIn('after').length === 0, 30_000, 100);
-    await probe.stop();
-    await quiet(r.devices);
+      // Where a loss happened: acknowledged before Mosquitto stopped, in Mosquitto's window with
+      // no shared subscriber (its restart until the first bridge subscribed again, plus a margin
+      // for the clocks of two processes), or after.
+      const subscribedAgain = bridges.map((b) => Number(b.logs.find((l) => l.msg === 'subscribed' && Number(l.time) >= upAt)?.time ?? NaN));
+      const windowEnd = Math.min(...subscribedAgain) + 100;
+      const phase = (id: string): 'before' | 'window' | 'after' => {
+        const at = ledger.ackedAt.get(id) ?? 0;
+        return at < downAt ? 'before' : at < windowEnd ? 'window' : 'after';
+      };
+      const missingIn = (p: string): string[] => ledger.missing().filter((id) => phase(id) === p);
+      await waitUntil(() => missingIn('before').length + missingIn('after').length === 0, 30_000, 100);
+      await probe.stop();
+      await quiet(r.devices);
 
-    const acked = [...ledger.acked];
-    const notOk = acked.filter((id) => !ledger.repliesOf(id).every((reply) => reply.ok));
-    const downtime = bridges.map((_, i) => {
-      const first503 = probe.probes.find((p) => p.bridge === i && p.at >= downAt && p.status === 503)?.at ?? NaN;
-      return `${(ready200(i)?.at ?? NaN) - first503} ms`;
-    });
-    const duplicates = acked.reduce((n, id) => n + Math.max(0, ledger.repliesOf(id).length - 1), 0);
-    const resubscribed = subscribedAgain.filter((t) => !Number.isNaN(t)).length;
-    console.log(
-      `[external c] sent ${ledger.sent.size}, acknowledged ${acked.length}, missing ${ledger.missing().length} ` +
-        `(acknowledged before the stop ${missingIn('before').length}, in Mosquitto's window without a shared subscriber ` +
-        `${missingIn('window').length} of ${acked.filter((id) => phase(id) === 'window').length}, after ${missingIn('after').length}), ` +
-        `window ${windowEnd - upAt} ms after the restart, not ok ${notOk.length}, duplicate replies ${duplicates}; ` +
-        `/readyz 503 → 200 per bridge: ${downtime.join(', ')} (Mosquitto down ${upAt - downAt} ms); ` +
-        `bridges that logged 'subscribed' after the restart: ${resubscribed}/${bridges.length}`,
-    );
-    expect(unready).toBe(true);
-    expect(readyAgain).toBe(true);
-    expect(resubscribed).toBe(bridges.length);
-    expect(missingIn('before')).toEqual([]);
-    expect(missingIn('after')).toEqual([]);
-    expect(acked.filter((id) => phase(id) === 'after').length).toBeGreaterThan(40);
-    expect(notOk).toEqual([]);
-    expect(ledger.unexpected(r.devices)).toEqual([]);
-    // Requests were acknowledged on both sides of the restart.
-    expect(acked.length).toBeGreaterThan(150);
-  });
+      const acked = [...ledger.acked];
+      const notOk = acked.filter((id) => !ledger.repliesOf(id).every((reply) => reply.ok));
+      const downtime = bridges.map((_, i) => {
+        const first503 = probe.probes.find((p) => p.bridge === i && p.at >= downAt && p.status === 503)?.at ?? NaN;
+        return `${(ready200(i)?.at ?? NaN) - first503} ms`;
+      });
+      const duplicates = acked.reduce((n, id) => n + Math.max(0, ledger.repliesOf(id).length - 1), 0);
+      const resubscribed = subscribedAgain.filter((t) => !Number.isNaN(t)).length;
+      console.log(
+        `[external c] sent ${ledger.sent.size}, acknowledged ${acked.length}, missing ${ledger.missing().length} ` +
+          `(acknowledged before the stop ${missingIn('before').length}, in Mosquitto's window without a shared subscriber ` +
+          `${missingIn('window').length} of ${acked.filter((id) => phase(id) === 'window').length}, after ${missingIn('after').length}), ` +
+          `window ${windowEnd - upAt} ms after the restart, not ok ${notOk.length}, duplicate replies ${duplicates}; ` +
+          `/readyz 503 → 200 per bridge: ${downtime.join(', ')} (Mosquitto down ${upAt - downAt} ms); ` +
+          `bridges that logged 'subscribed' after the restart: ${resubscribed}/${bridges.length}`,
+      );
+      expect(unready).toBe(true);
+      expect(readyAgain).toBe(true);
+      expect(resubscribed).toBe(bridges.length);
+      expect(missingIn('before')).toEqual([]);
+      expect(missingIn('after')).toEqual([]);
+      expect(acked.filter((id) => phase(id) === 'after').length).toBeGreaterThan(40);
+      expect(notOk).toEqual([]);
+      expect(ledger.unexpected(r.devices)).toEqual([]);
+      // Requests were acknowledged on both sides of the restart.
+      expect(acked.length).toBeGreaterThan(150);
+    },
+  );
 });

@@ -60,9 +60,7 @@ describe('chaos: Redis restart mid-load', () => {
 
     const tag = randomBytes(3).toString('hex');
     devices = await Promise.all(
-      Array.from({ length: DEVICES }, (_, i) =>
-        connectChaosDevice(service!.mqttPort, `redis-${tag}-${i}`, { clean: false, reconnectPeriod: 200 }),
-      ),
+      Array.from({ length: DEVICES }, (_, i) => connectChaosDevice(service!.mqttPort, `redis-${tag}-${i}`, { clean: false, reconnectPeriod: 200 })),
     );
 
     // Readiness, sampled throughout.
@@ -147,8 +145,14 @@ describe('chaos: Redis restart mid-load', () => {
         `last send ${lastSentAt - upAt} ms after restart`,
     );
     if (missing.length > 0 || wrong.length > 0 || afterReadyNotOk.length > 0) {
-      console.log('[chaos redis] missing', missing.slice(0, 10), 'wrong', wrong.slice(0, 5), 'after ready not ok',
-        afterReadyNotOk.slice(0, 5).map((id) => repliesOf(id)));
+      console.log(
+        '[chaos redis] missing',
+        missing.slice(0, 10),
+        'wrong',
+        wrong.slice(0, 5),
+        'after ready not ok',
+        afterReadyNotOk.slice(0, 5).map((id) => repliesOf(id)),
+      );
     }
 
     expect(missing).toEqual([]);

@@ -41,7 +41,24 @@ interface Observer {
 async function startObserver(transport: Transport, port: number): Promise<Observer> {
   const child =
     transport === 'tcp'
-      ? spawn('mosquitto_sub', ['-h', '127.0.0.1', '-p', String(port), '-u', 'scada', '-P', PASSWORD, '-i', 'scada', '-q', '1', '-t', 'devices/+/result', '-F', 'message %t'])
+      ? spawn('mosquitto_sub', [
+          '-h',
+          '127.0.0.1',
+          '-p',
+          String(port),
+          '-u',
+          'scada',
+          '-P',
+          PASSWORD,
+          '-i',
+          'scada',
+          '-q',
+          '1',
+          '-t',
+          'devices/+/result',
+          '-F',
+          'message %t',
+        ])
       : spawn(process.execPath, ['--input-type=module', '-e', WS_OBSERVER, `ws://127.0.0.1:${port}`, PASSWORD], { cwd: process.cwd() });
   let received = 0;
   let closed = false;
@@ -82,7 +99,10 @@ async function startPlant(transport: Transport, env: Record<string, string>): Pr
   const upstream: UpstreamSim = await startUpstreamSim({ port: 0, latencyMs: 20, answerBytes: REPLY_BYTES });
   cleanups.push(() => upstream.close());
   const ids = Array.from({ length: DEVICES }, (_, i) => `cam-${i}`);
-  const users = [...ids.map((id) => ({ username: id, password: PASSWORD, role: 'device' as const, device_id: id })), { username: 'scada', password: PASSWORD, role: 'observer' as const }];
+  const users = [
+    ...ids.map((id) => ({ username: id, password: PASSWORD, role: 'device' as const, device_id: id })),
+    { username: 'scada', password: PASSWORD, role: 'observer' as const },
+  ];
   await writeAuthFile(join(dir.path, 'auth.json'), users);
   const service = await startServiceProcess({
     UPSTREAM_URL: upstream.url,
@@ -96,7 +116,9 @@ async function startPlant(transport: Transport, env: Record<string, string>): Pr
   const ready = service.logs.find((l) => l.msg === 'bridge ready');
   const observer = await startObserver(transport, transport === 'tcp' ? service.mqttPort : Number(ready?.mqttWsPort));
   cleanups.push(() => observer.child.kill('SIGKILL'));
-  const devices = await Promise.all(ids.map((id) => connectChaosDevice(service.mqttPort, id, { clean: true, reconnectPeriod: 0, username: id, password: PASSWORD })));
+  const devices = await Promise.all(
+    ids.map((id) => connectChaosDevice(service.mqttPort, id, { clean: true, reconnectPeriod: 0, username: id, password: PASSWORD })),
+  );
   cleanups.push(() => Promise.all(devices.map((d) => d.close())));
   return { service, devices, observer };
 }

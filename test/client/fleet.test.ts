@@ -14,7 +14,21 @@ afterEach(async () => {
 describe('device-sim --client', () => {
   it('runs a streamed MQTT 5 fleet through the client: every request answered, first chunks timed', async () => {
     h = await startHarness({ DEVICE_RATE_LIMIT_RPM: '100000', RATE_LIMIT_RPM: '100000' }, { latencyMs: 20, streamChunkMs: 2 });
-    const opts = parseFleetArgs(['--url', h.url, '--devices', '4', '--rate', '40', '--duration', '1', '--client', '--mqtt5', '--stream', '--reply-timeout', '10']);
+    const opts = parseFleetArgs([
+      '--url',
+      h.url,
+      '--devices',
+      '4',
+      '--rate',
+      '40',
+      '--duration',
+      '1',
+      '--client',
+      '--mqtt5',
+      '--stream',
+      '--reply-timeout',
+      '10',
+    ]);
     const report = await runFleet(opts);
     expect(report.overall).toMatchObject({ sent: 40, ok: 40, lost: 0 });
     expect(report.overall.firstChunkMs?.p50).toBeGreaterThan(0);

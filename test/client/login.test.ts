@@ -50,7 +50,9 @@ describe('client logins', () => {
       await client.close();
     }
     const started = Date.now();
-    const refused = await BridgeClient.connect({ url, deviceId: 'cam-7', username: 'cam-7', password: 'wrong-password', connectTimeoutMs: 10_000 }).catch((e: unknown) => e);
+    const refused = await BridgeClient.connect({ url, deviceId: 'cam-7', username: 'cam-7', password: 'wrong-password', connectTimeoutMs: 10_000 }).catch(
+      (e: unknown) => e,
+    );
     expect(refused).toBeInstanceOf(BridgeConnectError);
     expect((refused as BridgeConnectError).reasonCode).toBe(0x86); // MQTT 5: Bad user name or password
     expect(Date.now() - started).toBeLessThan(5000);

@@ -32,7 +32,6 @@ writeFileSync(
   }),
 );
 
-
 const OPEN_LIMITS = { DEVICE_RATE_LIMIT_RPM: '100000', RATE_LIMIT_RPM: '100000', MAX_CONCURRENCY: '200' };
 
 describe.each(BROKER_MODES)('client on the %s broker', (mode) => {
@@ -53,7 +52,7 @@ describe.each(BROKER_MODES)('client on the %s broker', (mode) => {
     expect(h.upstream.requests).toHaveLength(100);
   });
 
-  it('MQTT 5: replies come on the connection\'s own response topic, matched by correlation data', async () => {
+  it("MQTT 5: replies come on the connection's own response topic, matched by correlation data", async () => {
     h = await startHarness(OPEN_LIMITS, { latencyMs: 5 }, undefined, { mode });
     client = await BridgeClient.connect({ url: h.url, deviceId: 'cam-2', clientId: 'cam-2.gateway' });
     expect(client.replyTopic).toBe('devices/cam-2/rpc/gateway');
@@ -62,7 +61,10 @@ describe.each(BROKER_MODES)('client on the %s broker', (mode) => {
     const received: string[] = [];
     client.connection.on('message', (topic, _payload, packet) => received.push(`${topic} ${packet.properties?.correlationData?.toString() ?? ''}`));
     try {
-      const [a, b] = await Promise.all([client.chat({ messages: [{ role: 'user', content: 'a' }] }), other.chat({ messages: [{ role: 'user', content: 'b' }] })]);
+      const [a, b] = await Promise.all([
+        client.chat({ messages: [{ role: 'user', content: 'a' }] }),
+        other.chat({ messages: [{ role: 'user', content: 'b' }] }),
+      ]);
       expect([a.content, b.content]).toEqual(['sim answer to: a', 'sim answer to: b']);
       // One subscription: this connection received its own reply alone, on its topic, with its id as Correlation Data.
       expect(received).toEqual([`devices/cam-2/rpc/gateway ${a.id}`]);
@@ -77,22 +79,32 @@ describe.each(BROKER_MODES)('client on the %s broker', (mode) => {
     expect((await client.template('inspect', { part: 'gear 7' })).content).toBe('sim answer to: Inspect gear 7');
     const embedded = await client.embed(['belt', 'gear']);
     expect(embedded.embeddings).toHaveLength(2);
-    const batch = await client.batch([{ messages: [{ role: 'user', content: 'x' }] }, { input: 'y' }, { messages: [{ role: 'robot' as 'user', content: 'z' }] }], { concurrency: 2 });
+    const batch = await client.batch(
+      [{ messages: [{ role: 'user', content: 'x' }] }, { input: 'y' }, { messages: [{ role: 'robot' as 'user', content: 'z' }] }],
+      { concurrency: 2 },
+    );
     expect(batch[0]).toMatchObject({ ok: true, content: 'sim answer to: x' });
     expect(batch[1]).toMatchObject({ ok: true });
     expect(batch[2]).toMatchObject({ name: 'BridgeRequestError', code: 'invalid_request' });
   });
 
-  it.each([5, 4] as const)('MQTT %i: sends a raw image, the template named in its topic (and its vars as user properties on MQTT 5)', async (protocolVersion) => {
-    h = await startHarness({ ...OPEN_LIMITS, CONFIG_FILE }, { latencyMs: 5 }, undefined, { mode });
-    client = await BridgeClient.connect({ url: h.url, deviceId: 'cam-4', protocolVersion });
-    const reply =
-      protocolVersion === 5
-        ? await client.image(jpeg(1), { template: 'scratch-check', vars: { part: 'A7' }, priority: 'high' })
-        : await client.image(jpeg(1), { template: 'any-defect', priority: 'high' });
-    expect(reply).toMatchObject({ ok: true, priority: 'high', content: `sim answer to: ${protocolVersion === 5 ? 'Is there a scratch on part A7?' : 'Any defect?'}` });
-    const body = h.upstream.requests[0]?.body as { messages: Array<{ content: Array<{ image_url?: { url: string } }> }> };
-    expect(body.messages[0]?.content[1]?.image_url?.url).toBe(`data:image/jpeg;base64,${jpeg(1).toString('base64')}`);
-    if (protocolVersion === 4) await expect(client.image(jpeg(2), { template: 'scratch-check', vars: { part: 'B' } })).rejects.toThrow(/needs MQTT 5/);
-  });
+  it.each([5, 4] as const)(
+    'MQTT %i: sends a raw image, the template named in its topic (and its vars as user properties on MQTT 5)',
+    async (protocolVersion) => {
+      h = await startHarness({ ...OPEN_LIMITS, CONFIG_FILE }, { latencyMs: 5 }, undefined, { mode });
+      client = await BridgeClient.connect({ url: h.url, deviceId: 'cam-4', protocolVersion });
+      const reply =
+        protocolVersion === 5
+          ? await client.image(jpeg(1), { template: 'scratch-check', vars: { part: 'A7' }, priority: 'high' })
+          : await client.image(jpeg(1), { template: 'any-defect', priority: 'high' });
+      expect(reply).toMatchObject({
+        ok: true,
+        priority: 'high',
+        content: `sim answer to: ${protocolVersion === 5 ? 'Is there a scratch on part A7?' : 'Any defect?'}`,
+      });
+      const body = h.upstream.requests[0]?.body as { messages: Array<{ content: Array<{ image_url?: { url: string } }> }> };
+      expect(body.messages[0]?.content[1]?.image_url?.url).toBe(`data:image/jpeg;base64,${jpeg(1).toString('base64')}`);
+      if (protocolVersion === 4) await expect(client.image(jpeg(2), { template: 'scratch-check', vars: { part: 'B' } })).rejects.toThrow(/needs MQTT 5/);
+    },
+  );
 });

@@ -39,7 +39,7 @@ function expectOwnAnswers(replies: OkReply[]): void {
   expect(new Set(replies.map((r) => r.id)).size).toBe(replies.length);
 }
 
-describe('client across a restart of the plant\'s broker', () => {
+describe("client across a restart of the plant's broker", () => {
   it('answers each of 20 calls in flight once, the upstream paid once per call', { timeout: 30_000 }, async () => {
     h = await startHarness(OPEN_LIMITS, { latencyMs: 1500 }, undefined, { mode: 'external' });
     client = await BridgeClient.connect({ url: h.url, deviceId: 'cam-1' });
@@ -68,23 +68,27 @@ describe('client across a restart of the plant\'s broker', () => {
 });
 
 describe('client across a cut of its own link', () => {
-  it('gets the replies published while it was away: it sends its unanswered calls again, and the bridge answers from its record', { timeout: 30_000 }, async () => {
-    h = await startHarness(OPEN_LIMITS, { latencyMs: 800 });
-    proxy = await startTcpProxy(h.bridge.mqttPort);
-    client = await BridgeClient.connect({ url: proxy.url.replace(/^\w+:/, 'mqtt:'), deviceId: 'cam-4' });
-    const calls = Array.from({ length: 10 }, (_, i) => client!.chat(ask(i)));
-    await waitUntil(() => h!.upstream.requests.length === 10, 5000);
-    await proxy.partition();
-    // Every reply is published while the device is away (a clean session: nobody keeps them).
-    await waitUntil(() => h!.upstream.stats().byStatus['200'] === 10, 5000);
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    await proxy.heal();
-    const started = Date.now();
-    expectOwnAnswers(await Promise.all(calls));
-    // Well before the 20 s attempt timeout would have sent them again.
-    expect(Date.now() - started).toBeLessThan(10_000);
-    expect(h.upstream.requests).toHaveLength(10);
-  });
+  it(
+    'gets the replies published while it was away: it sends its unanswered calls again, and the bridge answers from its record',
+    { timeout: 30_000 },
+    async () => {
+      h = await startHarness(OPEN_LIMITS, { latencyMs: 800 });
+      proxy = await startTcpProxy(h.bridge.mqttPort);
+      client = await BridgeClient.connect({ url: proxy.url.replace(/^\w+:/, 'mqtt:'), deviceId: 'cam-4' });
+      const calls = Array.from({ length: 10 }, (_, i) => client!.chat(ask(i)));
+      await waitUntil(() => h!.upstream.requests.length === 10, 5000);
+      await proxy.partition();
+      // Every reply is published while the device is away (a clean session: nobody keeps them).
+      await waitUntil(() => h!.upstream.stats().byStatus['200'] === 10, 5000);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await proxy.heal();
+      const started = Date.now();
+      expectOwnAnswers(await Promise.all(calls));
+      // Well before the 20 s attempt timeout would have sent them again.
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(h.upstream.requests).toHaveLength(10);
+    },
+  );
 });
 
 describe('client across a crash of the bridge (embedded broker, Redis)', () => {

@@ -124,7 +124,7 @@ describe('admin HTTP', () => {
       .toContainEqual({ deviceId: 'cam-7', clientIds: ['cam-7'] });
   });
 
-  it('/readyz: 200 with the bound ports, 503 once the only provider\'s circuit is open', async () => {
+  it("/readyz: 200 with the bound ports, 503 once the only provider's circuit is open", async () => {
     const configFile = join(dir, 'breaker.json');
     writeFileSync(configFile, JSON.stringify({ breaker: { consecutiveFailures: 1, errorRate: 1, windowMs: 30_000, minCalls: 100 } }));
     h = await startHarness({ CONFIG_FILE: configFile, MAX_ATTEMPTS: '1', BREAKER_COOLDOWN_MS: '1500' });

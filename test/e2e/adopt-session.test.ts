@@ -85,7 +85,10 @@ describe('an adopted broker session (Mosquitto)', () => {
     await publish(range(0, 10));
     await waitUntil(() => toLive.length >= 5, 2000);
     const admitted: InboundRequest[] = [];
-    const adopted = await adoptSession(broker(), options(async (request) => void admitted.push(request)));
+    const adopted = await adoptSession(
+      broker(),
+      options(async (request) => void admitted.push(request)),
+    );
     const ids = admitted.map((r) => r.payload.toString());
     expect(adopted).toEqual({ outcome: 'ended', received: ids.length, sessionPresent: true });
     // Every request once, between the live member and the adopted session.
@@ -140,7 +143,10 @@ describe('an adopted broker session (Mosquitto)', () => {
   it('keeps the session when the claim is lost before it would end it', { timeout: 20_000 }, async () => {
     await groupWithADeadMember();
     await publish(range(0, 6));
-    const adopted = await adoptSession(broker(), options(async () => undefined, { stillOurs: async () => false }));
+    const adopted = await adoptSession(
+      broker(),
+      options(async () => undefined, { stillOurs: async () => false }),
+    );
     expect(adopted.outcome).toBe('stopped');
     expect((await connect('dead')).sessionPresent).toBe(true);
   });

@@ -92,9 +92,7 @@ describe('coalescing', () => {
   it('coalesces across two instances on Redis', async () => {
     fleet = await startFleet(2, {}, { latencyMs: 400 });
     const [one, two] = fleet.instances as [Harness, Harness];
-    const devices = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? one : two).device(`line-${i}`)),
-    );
+    const devices = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? one : two).device(`line-${i}`)));
     const replies = await sameQuestionFrom(devices);
     expect(fleet.upstream.requests).toHaveLength(1);
     expect(replies.map((r) => r.id)).toEqual(devices.map((_, i) => `same-${i}`));
@@ -113,12 +111,19 @@ describe('usage and cost', () => {
       const a = await h.device('cam-a');
       const b = await h.device('cam-b');
       const work: Array<[Device, string, string]> = [
-        [a, 'a1', 'model-a'], [a, 'a2', 'model-b'], [b, 'b1', 'model-a'], [b, 'b2', 'model-a'], [b, 'b3', 'model-b'],
+        [a, 'a1', 'model-a'],
+        [a, 'a2', 'model-b'],
+        [b, 'b1', 'model-a'],
+        [b, 'b2', 'model-a'],
+        [b, 'b3', 'model-b'],
       ];
       for (const [device, id, model] of work) await device.publish('normal', ask(id, `question ${id} with some words`, { model }));
       for (const [device, id] of work) await device.reply(id);
       // Usage is recorded right after the reply.
-      const report = await readUntil(() => h.bridge.store.operations.usage(Date.now() - 60_000, Date.now()), (r) => r.byPriority.normal?.requests === 5);
+      const report = await readUntil(
+        () => h.bridge.store.operations.usage(Date.now() - 60_000, Date.now()),
+        (r) => r.byPriority.normal?.requests === 5,
+      );
       const seen = h.upstream.requests.map((r) => ({ body: r.body as { model: string; messages: Array<{ content: string }> } }));
       expect(seen).toHaveLength(5);
       // What the devices were told the upstream used is what the simulator reported.

@@ -100,7 +100,13 @@ describe.each(BROKER_MODES)('CBOR payloads (%s broker)', (mode) => {
       const reply = p.properties?.contentType === CBOR ? fromCbor(p) : fromJson(p);
       return [reply.id, reply.ok, p.properties?.contentType ?? 'none'];
     });
-    expect(formats).toEqual(expect.arrayContaining([['m-1', true, CBOR], ['m-2', true, 'none'], ['m-3', true, 'none']]));
+    expect(formats).toEqual(
+      expect.arrayContaining([
+        ['m-1', true, CBOR],
+        ['m-2', true, 'none'],
+        ['m-3', true, 'none'],
+      ]),
+    );
     const response = await d.received('devices/cbor-mixed/rpc/j');
     expect(response.properties?.contentType).toBe('application/json');
     expect(okOf(fromJson(response)).content).toBe('sim answer to: mixed three');
@@ -157,7 +163,10 @@ describe.each(BROKER_MODES)('CBOR payloads (%s broker)', (mode) => {
     await d.publish(JSON.stringify(ask('v-1', 'from three')));
     expect(okOf(fromJson(await d.received('devices/cbor-v3/result'))).content).toBe('sim answer to: from three');
     await d.publish(encode(ask('v-2', 'cbor from three')));
-    expect(fromJson(await d.received('devices/cbor-v3/result', 2))).toMatchObject({ ok: false, error: { code: 'invalid_request', message: 'payload is not valid JSON' } });
+    expect(fromJson(await d.received('devices/cbor-v3/result', 2))).toMatchObject({
+      ok: false,
+      error: { code: 'invalid_request', message: 'payload is not valid JSON' },
+    });
     expect(upstreamAsked(h, 'cbor from three')).toHaveLength(0);
   });
 });

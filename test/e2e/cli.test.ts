@@ -113,7 +113,9 @@ describe('edge-ai-bridge command', () => {
   it('health: exit 1 with the reasons when not ready', async () => {
     server = createServer((_, res) => {
       res.writeHead(503, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ ready: false, listening: true, store: 'redis', storeReachable: false, broker: 'embedded', brokerConnected: true, providers: [] }));
+      res.end(
+        JSON.stringify({ ready: false, listening: true, store: 'redis', storeReachable: false, broker: 'embedded', brokerConnected: true, providers: [] }),
+      );
     });
     await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;

@@ -89,7 +89,10 @@ describe('the service on a YAML CONFIG_FILE', () => {
   it('takes its settings, logs what it loaded, and names settings changed on SIGHUP as waiting for a restart', async () => {
     const path = join(dir, 'service.yaml');
     const token = 'file-admin-token-0123456789';
-    writeFileSync(path, `settings:\n  ADMIN_TOKEN: ${token}   # from the file\n  MQTT_PORT: 1\ntemplates:\n  t:\n    messages: [{ role: user, content: hi }]\n`);
+    writeFileSync(
+      path,
+      `settings:\n  ADMIN_TOKEN: ${token}   # from the file\n  MQTT_PORT: 1\ntemplates:\n  t:\n    messages: [{ role: user, content: hi }]\n`,
+    );
     // The harness sets MQTT_PORT and HTTP_PORT to 0 in the environment: they win over the file.
     service = await startServiceProcess({ CONFIG_FILE: path });
     const loaded = service.logs.find((e) => String(e.msg).startsWith('CONFIG_FILE loaded'));
@@ -107,7 +110,10 @@ describe('the service on a YAML CONFIG_FILE', () => {
     expect((await usage(token)).status).toBe(200);
     expect((await usage('another-token-0123456789')).status).toBe(401);
 
-    writeFileSync(path, `settings:\n  ADMIN_TOKEN: ${token}\n  MQTT_PORT: 1\n  LOG_LEVEL: debug\ntemplates:\n  t:\n    messages: [{ role: user, content: hi }]\n`);
+    writeFileSync(
+      path,
+      `settings:\n  ADMIN_TOKEN: ${token}\n  MQTT_PORT: 1\n  LOG_LEVEL: debug\ntemplates:\n  t:\n    messages: [{ role: user, content: hi }]\n`,
+    );
     service.child.kill('SIGHUP');
     const restart = 'CONFIG_FILE: settings (LOG_LEVEL) changed, which a running bridge does not take: restart it to apply them';
     expect(await waitUntil(() => service!.logs.some((e) => e.msg === restart), 5000, 20)).toBe(true);

@@ -86,7 +86,11 @@ describe('dashboard (one instance)', () => {
     await device.publish('normal', ask('dead-1', 'the prompt'));
     expect((await device.reply('dead-1'))[0]).toMatchObject({ ok: false, error: { code: 'upstream_error' } });
     const list = await getJson(base(h), '/dashboard/api/dlq');
-    expect(list.body).toMatchObject({ count: 1, next: null, entries: [{ key: 'cam-dead/dead-1', deviceId: 'cam-dead', id: 'dead-1', error: { code: 'upstream_error' } }] });
+    expect(list.body).toMatchObject({
+      count: 1,
+      next: null,
+      entries: [{ key: 'cam-dead/dead-1', deviceId: 'cam-dead', id: 'dead-1', error: { code: 'upstream_error' } }],
+    });
     expect(JSON.stringify(list.body)).not.toContain('the prompt');
     expect((await getJson(base(h), '/dashboard/api/dlq?limit=0')).status).toBe(400);
     expect((await getJson(base(h), '/dashboard/api/dlq?after=nonsense')).status).toBe(400);
@@ -103,7 +107,8 @@ describe('dashboard (one instance)', () => {
     const html = await res.text();
     expect(html).not.toMatch(/https?:\/\//);
     expect(html).not.toMatch(/<script>|<style|style=/);
-    for (const file of ['/dashboard/app.js', '/dashboard/uPlot.iife.min.js', '/dashboard/uPlot.min.css']) expect((await fetch(`${base(h)}${file}`)).status).toBe(200);
+    for (const file of ['/dashboard/app.js', '/dashboard/uPlot.iife.min.js', '/dashboard/uPlot.min.css'])
+      expect((await fetch(`${base(h)}${file}`)).status).toBe(200);
     expect((await fetch(`${base(h)}/dashboard/../package.json`)).status).toBe(404);
   });
 });
@@ -112,7 +117,8 @@ describe('dashboard (one instance)', () => {
 async function holdStream(url: string): Promise<{ status: number; retryAfter: string | null; close(): void }> {
   const abort = new AbortController();
   const res = await fetch(url, { signal: abort.signal });
-  if (res.status === 200) await res.body!.getReader().read(); // the history: the server holds the stream
+  if (res.status === 200)
+    await res.body!.getReader().read(); // the history: the server holds the stream
   else await res.text();
   return { status: res.status, retryAfter: res.headers.get('retry-after'), close: () => abort.abort() };
 }

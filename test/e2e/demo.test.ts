@@ -34,7 +34,12 @@ async function okReplies(service: ServiceProcess): Promise<number> {
 
 /** The "overall" row's sent and ok columns of the demo's result table. */
 function overall(stdout: string): { sent: number; ok: number } {
-  const cells = stdout.split('\n').find((line) => line.trim().startsWith('overall'))?.trim().split(/\s+/) ?? [];
+  const cells =
+    stdout
+      .split('\n')
+      .find((line) => line.trim().startsWith('overall'))
+      ?.trim()
+      .split(/\s+/) ?? [];
   return { sent: Number(cells[1]?.replace(/\D/g, '')), ok: Number(cells[2]?.replace(/\D/g, '')) };
 }
 
@@ -48,18 +53,22 @@ describe('npm run demo', () => {
   it.each([
     ['HTTP_PORT', (s: ServiceProcess) => ({ args: [], env: { HTTP_PORT: String(s.httpPort) } })],
     ['--admin', (s: ServiceProcess) => ({ args: ['--admin', `http://127.0.0.1:${s.httpPort}`], env: {} })],
-  ])('sends its devices to the bridge running on free ports, found by %s', async (_how, given) => {
-    service = await startServiceProcess({ LOG_LEVEL: 'info' });
-    expect(service.httpPort).not.toBe(9464);
-    expect(service.mqttPort).not.toBe(1883);
-    const { args, env } = given(service);
-    const run = await demo([...args, '--duration', '2'], env);
-    expect(run.code, run.stderr).toBe(0);
-    expect(run.stderr).toContain(`a bridge runs here: sending to it (mqtt://127.0.0.1:${service.mqttPort})`);
-    const { sent, ok } = overall(run.stdout);
-    expect(sent).toBeGreaterThan(0);
-    expect(ok).toBe(sent);
-    // That bridge answered them, not one the demo started.
-    expect(await okReplies(service)).toBe(ok);
-  }, 30_000);
+  ])(
+    'sends its devices to the bridge running on free ports, found by %s',
+    async (_how, given) => {
+      service = await startServiceProcess({ LOG_LEVEL: 'info' });
+      expect(service.httpPort).not.toBe(9464);
+      expect(service.mqttPort).not.toBe(1883);
+      const { args, env } = given(service);
+      const run = await demo([...args, '--duration', '2'], env);
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stderr).toContain(`a bridge runs here: sending to it (mqtt://127.0.0.1:${service.mqttPort})`);
+      const { sent, ok } = overall(run.stdout);
+      expect(sent).toBeGreaterThan(0);
+      expect(ok).toBe(sent);
+      // That bridge answered them, not one the demo started.
+      expect(await okReplies(service)).toBe(ok);
+    },
+    30_000,
+  );
 });

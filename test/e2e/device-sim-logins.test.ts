@@ -61,7 +61,21 @@ async function plant(): Promise<Harness> {
   return h;
 }
 
-const fleet = (url: string, more: string[]): string[] => ['--url', url, '--devices', '3', '--prefix', 'cam', '--rate', '15', '--duration', '1', '--reply-timeout', '10', ...more];
+const fleet = (url: string, more: string[]): string[] => [
+  '--url',
+  url,
+  '--devices',
+  '3',
+  '--prefix',
+  'cam',
+  '--rate',
+  '15',
+  '--duration',
+  '1',
+  '--reply-timeout',
+  '10',
+  ...more,
+];
 
 /** Which devices the upstream heard from (each request's text names its device). */
 function devicesHeard(harness: Harness): string[] {
@@ -94,7 +108,7 @@ describe('device-sim logins against a broker whose ACL is per device', () => {
     expect(devicesHeard(harness)).toEqual(['cam-1']);
   });
 
-  it("a wrong password in the file: the run stops at once, naming the user the broker refused", async () => {
+  it('a wrong password in the file: the run stops at once, naming the user the broker refused', async () => {
     const harness = await plant();
     const file = passwordFile(DEVICES.map((id) => `${id}:${id === 'cam-2' ? 'wrong' : PASSWORDS[id]}`));
     const run = await deviceSim(fleet(harness.url, ['--username-from-id', '--password-file', file, '--connect-concurrency', '1']));
@@ -163,7 +177,9 @@ describe('device-sim hints when nothing answers', () => {
     expect(report.diagnosis).toMatchObject({ bridges: { 'ds-embedded': 'online' }, subscriptionsRefused: 1, publishesRefused: { '0x87 Not authorized': 2 } });
     expect(report.hints).toEqual([
       expect.stringMatching(/^the broker refused 1 device\(s\) their result topic \(first: sim-1: devices\/sim-1\/result \(SUBACK 0x87 Not authorized\)\)/),
-      expect.stringMatching(/^the broker refused publishes: 2 × 0x87 Not authorized \(first: sim-1: PUBACK 0x87 Not authorized "topic longer than MAX_TOPIC_LENGTH/),
+      expect.stringMatching(
+        /^the broker refused publishes: 2 × 0x87 Not authorized \(first: sim-1: PUBACK 0x87 Not authorized "topic longer than MAX_TOPIC_LENGTH/,
+      ),
       'no answer although bridge ds-embedded is online: see its log (upstream, budgets, rate limits)',
     ]);
     expect(h.upstream.requests).toHaveLength(0);

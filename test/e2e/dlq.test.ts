@@ -31,7 +31,10 @@ describe('edge-ai-bridge dlq and usage', () => {
     await device.publish('high', ask('doomed'));
     expect((await device.reply('doomed'))[0]).toMatchObject({ ok: false, error: { code: 'upstream_error' } });
 
-    const listed = (await dlq('list', '--json')).trim().split('\n').map((l) => JSON.parse(l) as { key: string; error: { code: string } });
+    const listed = (await dlq('list', '--json'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { key: string; error: { code: string } });
     expect(listed).toEqual([expect.objectContaining({ key: 'cam-5/doomed', error: expect.objectContaining({ code: 'upstream_error' }) })]);
     const shown = JSON.parse(await dlq('show', 'cam-5/doomed')) as { key: string; request: { messages: unknown[] } };
     expect(shown).toMatchObject({ key: 'cam-5/doomed', request: { messages: [{ role: 'user', content: 'question doomed' }] } });
@@ -50,7 +53,13 @@ describe('edge-ai-bridge dlq and usage', () => {
     await device.publish('high', ask('doomed-3'));
     await device.reply('doomed-3');
     // Read a page at a time; --limit stops early.
-    expect((await dlq('list', '--json')).trim().split('\n').map((l) => (JSON.parse(l) as { key: string }).key).sort()).toEqual(['cam-5/doomed-2', 'cam-5/doomed-3']);
+    expect(
+      (await dlq('list', '--json'))
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { key: string }).key)
+        .sort(),
+    ).toEqual(['cam-5/doomed-2', 'cam-5/doomed-3']);
     expect((await dlq('list', '--limit', '1', '--json')).trim().split('\n')).toHaveLength(1);
     // A table for the operator: a header and one aligned row per entry.
     expect((await dlq('list')).trim().split('\n')).toEqual([

@@ -25,7 +25,7 @@ describe('embeddings', () => {
     fleet = undefined;
   });
 
-  it('answers a string input with `embedding`: the simulator\'s vector, from POST /v1/embeddings with the embedding model', async () => {
+  it("answers a string input with `embedding`: the simulator's vector, from POST /v1/embeddings with the embedding model", async () => {
     h = await startHarness();
     const device = await h.device('cam-1');
     await device.publish('normal', { id: 'e1', input: 'scratch on part 7' });

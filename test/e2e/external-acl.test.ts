@@ -28,12 +28,10 @@ afterEach(async () => {
 
 async function setup(): Promise<{ h: Harness; instanceId: string }> {
   const instanceId = `acl-${randomBytes(3).toString('hex')}`;
-  h = await startHarness(
-    { INSTANCE_ID: instanceId, BROKER_USERNAME: 'bridge', BROKER_PASSWORD: USERS.bridge },
-    {},
-    undefined,
-    { mode: 'external', mosquitto: { users: USERS, acl: ACL } },
-  );
+  h = await startHarness({ INSTANCE_ID: instanceId, BROKER_USERNAME: 'bridge', BROKER_PASSWORD: USERS.bridge }, {}, undefined, {
+    mode: 'external',
+    mosquitto: { users: USERS, acl: ACL },
+  });
   return { h, instanceId };
 }
 
@@ -154,7 +152,9 @@ describe('external broker: the Mosquitto ACL recipe', () => {
     expect(okOf(replyOf(on(scada, 'devices/cam-1/result')[0])).content).toBe('sim answer to: seen by scada');
     expect(on(scada, 'devices/cam-1/stream').length).toBeGreaterThan(0);
     // Writing nothing: neither a request in a device's name nor a status of its own.
-    await expect(scada.c.publishAsync('devices/cam-1/infer/normal', JSON.stringify(ask('forged', 'forged by scada')), { qos: 1 })).rejects.toMatchObject({ code: 135 });
+    await expect(scada.c.publishAsync('devices/cam-1/infer/normal', JSON.stringify(ask('forged', 'forged by scada')), { qos: 1 })).rejects.toMatchObject({
+      code: 135,
+    });
     await expect(scada.c.publishAsync(topics.status('forged'), 'x', { qos: 1 })).rejects.toMatchObject({ code: 135 });
     expect(contents(h)).toEqual(['seen by scada']);
   });

@@ -30,7 +30,10 @@ const STORES: Array<[string, () => Record<string, string>]> = [
 
 describe.each(STORES)('fair share (%s store)', (_store, env) => {
   it('serves nine polite devices while a flooding one still waits, not after it', { timeout: 40_000 }, async () => {
-    const h = await startHarness({ MAX_CONCURRENCY: '2', DEVICE_RATE_LIMIT_RPM: '100000', RATE_LIMIT_RPM: '100000', CACHE_TTL_S: '0', ...env() }, { latencyMs: 100 });
+    const h = await startHarness(
+      { MAX_CONCURRENCY: '2', DEVICE_RATE_LIMIT_RPM: '100000', RATE_LIMIT_RPM: '100000', CACHE_TTL_S: '0', ...env() },
+      { latencyMs: 100 },
+    );
     try {
       const flooder = await h.device('flood-cam');
       const polite: Device[] = [];

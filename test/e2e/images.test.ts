@@ -30,7 +30,6 @@ writeFileSync(
   }),
 );
 
-
 type Body = { messages: Array<{ role: string; content: Array<{ type: string; text?: string; image_url?: { url: string; detail: string } }> }> };
 
 let h: Harness | undefined;
@@ -50,7 +49,13 @@ describe.each(BROKER_MODES)('raw camera images (%s broker)', (mode) => {
     expect(okOf((await v3.reply('f1'))[0]).content).toBe('sim answer to: Any defect?');
     const first = h.upstream.requests[0]?.body as Body;
     expect(first.messages).toEqual([
-      { role: 'user', content: [{ type: 'text', text: 'Any defect?' }, { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${jpeg(1).toString('base64')}`, detail: 'low' } }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Any defect?' },
+          { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${jpeg(1).toString('base64')}`, detail: 'low' } },
+        ],
+      },
     ]);
 
     const v5 = await h.device('cam-2', { protocolVersion: 5 });
@@ -60,7 +65,10 @@ describe.each(BROKER_MODES)('raw camera images (%s broker)', (mode) => {
     });
     expect(okOf((await v5.reply('f2'))[0]).content).toBe('sim answer to: Is there a scratch on part A7?');
     const second = h.upstream.requests[1]?.body as Body;
-    expect(second.messages[0]?.content[1]).toEqual({ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${jpeg(2).toString('base64')}`, detail: 'high' } });
+    expect(second.messages[0]?.content[1]).toEqual({
+      type: 'image_url',
+      image_url: { url: `data:image/jpeg;base64,${jpeg(2).toString('base64')}`, detail: 'high' },
+    });
   });
 
   it('refuses a payload that only starts like a JPEG, an unknown template and an image over IMAGE_MAX_BYTES, while the camera beside is served', async () => {
@@ -88,8 +96,12 @@ describe.each(BROKER_MODES)('raw camera images (%s broker)', (mode) => {
     await cam.client.publishAsync('devices/cam-5/image/high/any-defect/bad id', jpeg(5), { qos: 1 });
     await cam.client.publishAsync('devices/cam-5/image/high/any-defect', jpeg(5), { qos: 1 });
     const errorOf = (r: Reply | undefined) => (r && !r.ok ? r.error : undefined);
-    expect(errorOf((await cam.reply('p1'))[0])).toMatchObject({ code: 'invalid_request', message: 'unknown priority "urgent" (expected critical, high, normal or low)' });
-    const shape = 'an image topic is devices/{id}/image/{priority}/{template}/{requestId}, or devices/{id}/image/{priority} with the MQTT 5 user properties template and id';
+    expect(errorOf((await cam.reply('p1'))[0])).toMatchObject({
+      code: 'invalid_request',
+      message: 'unknown priority "urgent" (expected critical, high, normal or low)',
+    });
+    const shape =
+      'an image topic is devices/{id}/image/{priority}/{template}/{requestId}, or devices/{id}/image/{priority} with the MQTT 5 user properties template and id';
     expect(errorOf((await cam.reply('p2'))[0])).toMatchObject({ code: 'invalid_request', message: shape });
     const unnamed = await cam.reply(null, { count: 2 });
     expect(unnamed.map(errorOf)).toEqual([
@@ -134,7 +146,6 @@ describe('raw camera images: cache and dead letters', () => {
     expect((await cam.reply('m1'))[0]).toMatchObject({ ok: false, error: { message: 'Content Type image/png does not match the image (image/jpeg)' } });
   });
 });
-
 
 describe('raw camera images on Redis', () => {
   it('answers an image through instances sharing Redis; once it is answered, no key of the deployment holds its bytes', async () => {
@@ -198,7 +209,22 @@ describe('device-sim image mode', () => {
     writeFileSync(`${folder}/a.jpg`, jpeg(8));
     writeFileSync(`${folder}/b.jpg`, jpeg(9));
     writeFileSync(`${folder}/notes.txt`, 'not a frame');
-    const args = parseFleetArgs(['--url', h.url, '--devices', '2', '--rate', '20', '--duration', '0.5', '--images', folder, '--template', 'any-defect', '--reply-timeout', '5']);
+    const args = parseFleetArgs([
+      '--url',
+      h.url,
+      '--devices',
+      '2',
+      '--rate',
+      '20',
+      '--duration',
+      '0.5',
+      '--images',
+      folder,
+      '--template',
+      'any-defect',
+      '--reply-timeout',
+      '5',
+    ]);
     const report = await runFleet(args);
     expect(report.overall).toMatchObject({ sent: 10, ok: 10, lost: 0, errors: {} });
     const urls = new Set(h.upstream.requests.map((r) => (r.body as Body).messages[0]?.content[1]?.image_url?.url));

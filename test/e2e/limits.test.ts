@@ -2,16 +2,7 @@
 // well-behaved mqtt.js device beside it keeps getting its replies.
 import { afterEach, describe, expect, it } from 'vitest';
 import { ask, startHarness, type Harness } from '../helpers/harness.js';
-import {
-  fixedHeader,
-  PacketType,
-  publishPacket,
-  RawClient,
-  subackCodes,
-  subscribePacket,
-  unsubscribePacket,
-  connectPacket,
-} from '../helpers/raw-mqtt.js';
+import { fixedHeader, PacketType, publishPacket, RawClient, subackCodes, subscribePacket, unsubscribePacket, connectPacket } from '../helpers/raw-mqtt.js';
 import { waitUntil } from '../helpers/wait.js';
 
 let h: Harness | undefined;

@@ -5,7 +5,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_TOOLS, type Reply } from '../../contract/index.js';
 import { ask, okOf, startHarness, type Harness } from '../helpers/harness.js';
 
-const LOOKUP = { type: 'function', function: { name: 'lookup_part', description: 'Finds a part', parameters: { type: 'object', properties: { question: { type: 'string' } } } } };
+const LOOKUP = {
+  type: 'function',
+  function: { name: 'lookup_part', description: 'Finds a part', parameters: { type: 'object', properties: { question: { type: 'string' } } } },
+};
 
 const errorOf = (reply: Reply | undefined) => {
   if (reply === undefined || reply.ok) throw new Error(`expected an error reply, got ${JSON.stringify(reply)}`);
@@ -43,7 +46,11 @@ describe('OpenAI chat requests, whole', () => {
     ]);
     expect(h.upstream.requests[0]?.body).toMatchObject({ tools: [LOOKUP], tool_choice: 'auto', parallel_tool_calls: false });
 
-    const messages = [question, { role: 'assistant', content: null, tool_calls: call.tool_calls }, { role: 'tool', tool_call_id: 'call_sim_0', content: 'bin 42' }];
+    const messages = [
+      question,
+      { role: 'assistant', content: null, tool_calls: call.tool_calls },
+      { role: 'tool', tool_call_id: 'call_sim_0', content: 'bin 42' },
+    ];
     await d.publish('high', { id: 't2', messages, tools: [LOOKUP] });
     expect(okOf((await d.reply('t2'))[0])).toMatchObject({ finish_reason: 'stop', content: 'sim answer to: tool result: bin 42' });
     expect(h.upstream.requests[1]?.body).toMatchObject({ messages });
@@ -64,7 +71,10 @@ describe('OpenAI chat requests, whole', () => {
     ]);
     expect(two.logprobs).toMatchObject({ content: [{ token: 'sim' }] });
     expect(h.upstream.requests[1]?.body).toMatchObject(extra);
-    const format = { type: 'json_schema', json_schema: { name: 'verdict', strict: true, schema: { type: 'object', properties: { answer: { type: 'string' } } } } };
+    const format = {
+      type: 'json_schema',
+      json_schema: { name: 'verdict', strict: true, schema: { type: 'object', properties: { answer: { type: 'string' } } } },
+    };
     await d.publish('normal', ask('schema', 'Verdict?', { response_format: format }));
     expect(JSON.parse(okOf((await d.reply('schema'))[0]).content ?? '')).toEqual({ answer: 'sim answer to: Verdict?' });
     expect(h.upstream.requests[2]?.body).toMatchObject({ response_format: format });
@@ -91,7 +101,11 @@ describe('OpenAI chat requests, whole', () => {
       expect(okOf((await d.reply(id))[0]).cached).toBe(false);
     }
     await d.publish('normal', ask('again', q, { tools: [LOOKUP] }));
-    expect(okOf((await d.reply('again'))[0])).toMatchObject({ cached: true, finish_reason: 'tool_calls', tool_calls: [expect.objectContaining({ id: 'call_sim_0' })] });
+    expect(okOf((await d.reply('again'))[0])).toMatchObject({
+      cached: true,
+      finish_reason: 'tool_calls',
+      tool_calls: [expect.objectContaining({ id: 'call_sim_0' })],
+    });
     expect(h.upstream.requests).toHaveLength(Object.keys(variants).length);
   });
 });

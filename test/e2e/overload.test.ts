@@ -128,10 +128,7 @@ describe('overload', () => {
 
   it('with OVERLOAD_QUEUE_WAIT_MS, sheds normal once admitted work waits too long for a slow upstream, keeps serving critical, and admits again once the queue drained', async () => {
     // Two slots of 100 ms: 20 requests/s. Offered: 100 normal/s for 2 s, and a critical every 10th.
-    h = await startHarness(
-      { OVERLOAD_QUEUE_WAIT_MS: '300', MAX_CONCURRENCY: '2', DEVICE_RATE_LIMIT_RPM: '100000', CACHE_TTL_S: '0' },
-      { latencyMs: 100 },
-    );
+    h = await startHarness({ OVERLOAD_QUEUE_WAIT_MS: '300', MAX_CONCURRENCY: '2', DEVICE_RATE_LIMIT_RPM: '100000', CACHE_TTL_S: '0' }, { latencyMs: 100 });
     const normal = await h.device('cam-normal');
     const critical = await h.device('cam-crit');
     const ids = await offer(normal, 'normal', critical, { forMs: 2000, everyMs: 10, criticalEvery: 10 });
@@ -142,7 +139,9 @@ describe('overload', () => {
     const shed = normal.replies.filter((r) => !r.ok);
     const served = normal.replies.filter((r) => r.ok);
     const queuedMs = served.map((r) => (r.ok ? r.timing.queued_ms : 0)).sort((a, b) => a - b);
-    console.log(`[queue-wait guard] normal sent ${sent}, served ${served.length}, shed ${shed.length}; queued_ms of served: median ${queuedMs[Math.floor(queuedMs.length / 2)]}, max ${queuedMs.at(-1)}`);
+    console.log(
+      `[queue-wait guard] normal sent ${sent}, served ${served.length}, shed ${shed.length}; queued_ms of served: median ${queuedMs[Math.floor(queuedMs.length / 2)]}, max ${queuedMs.at(-1)}`,
+    );
     // Far more was offered than two slots serve in the time; without the guard all of it queues.
     expect(shed.length).toBeGreaterThan(sent / 3);
     for (const reply of shed) {
@@ -167,10 +166,7 @@ describe('overload', () => {
 
   it('with OVERLOAD_QUEUE_WAIT_MS, refuses a burst beyond what the slots serve within the wait, as it arrives', async () => {
     // Two slots of 100 ms: about 20 requests/s, so 300 ms of queue is about 6 requests.
-    h = await startHarness(
-      { OVERLOAD_QUEUE_WAIT_MS: '300', MAX_CONCURRENCY: '2', DEVICE_RATE_LIMIT_RPM: '100000', CACHE_TTL_S: '0' },
-      { latencyMs: 100 },
-    );
+    h = await startHarness({ OVERLOAD_QUEUE_WAIT_MS: '300', MAX_CONCURRENCY: '2', DEVICE_RATE_LIMIT_RPM: '100000', CACHE_TTL_S: '0' }, { latencyMs: 100 });
     const device = await h.device('cam-burst');
     // The capacity estimate needs to have seen jobs finish.
     for (const id of ['warm-1', 'warm-2', 'warm-3']) {

@@ -133,8 +133,8 @@ describe('a lone instance on Redis', () => {
     await fleet.add();
     await cam.publish('normal', ask('r-2', 'together'));
     expect((await cam.reply('r-2'))[0]).toMatchObject({ id: 'r-2', ok: true });
-    await expect.poll(() => seen).toEqual(
-      expect.arrayContaining([`{${fleet.prefix}}:mqtt/devices/cam-alone/infer/normal`, `{${fleet.prefix}}:mqtt/devices/cam-alone/result`]),
-    );
+    await expect
+      .poll(() => seen)
+      .toEqual(expect.arrayContaining([`{${fleet.prefix}}:mqtt/devices/cam-alone/infer/normal`, `{${fleet.prefix}}:mqtt/devices/cam-alone/result`]));
   });
 });

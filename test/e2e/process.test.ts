@@ -6,7 +6,10 @@ import { mainScript, startServiceProcess, type ServiceProcess } from '../../devi
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { ask, connectDevice } from '../helpers/harness.js';
 
-function runToExit(env: Record<string, string>, entry: 'main-with-simulator' | 'main' = 'main-with-simulator'): Promise<{ code: number | null; stderr: string }> {
+function runToExit(
+  env: Record<string, string>,
+  entry: 'main-with-simulator' | 'main' = 'main-with-simulator',
+): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [mainScript(entry)], {
       env: { PATH: process.env.PATH ?? '', HTTP_PORT: '0', ...env },

@@ -70,36 +70,40 @@ async function expectQuietStop(sink: LogSink, running: RunningBridge): Promise<v
 }
 
 describe('quiet logs', () => {
-  it('the plant broker out of reach: a start line, one per interval with a count, an end line once it is back; a clean stop warns nothing', { timeout: 30_000 }, async () => {
-    const mq: Mosquitto = await startMosquitto();
-    closers.push(() => mq.close());
-    await mq.stop(); // its port is now closed
-    const sink = logSink();
-    const instance = `quiet-${randomBytes(3).toString('hex')}`;
-    const startedAt = Date.now();
-    // The start waits for the broker (the status message), so it resolves only once it is back.
-    const starting = start({ BROKER_URL: mq.url, INSTANCE_ID: instance }, sink);
-    await sleep(OUTAGE_MS);
-    const messages = { started: 'broker unreachable: unready, retrying; requests wait in the broker meanwhile', repeating: 'broker still unreachable' };
-    const condition = expectSummarized(linesOf(sink), messages, Date.now() - startedAt);
-    expect(condition[0]).toMatchObject({ code: 'ECONNREFUSED', err: expect.stringMatching(/ECONNREFUSED/) as unknown });
-    // Four connections retrying every 500 ms failed far more often than that was logged.
-    const logged = condition.reduce((n, l) => n + 1 + Number(l.repeats ?? 0), 0);
-    expect(logged).toBeGreaterThan(condition.length);
+  it(
+    'the plant broker out of reach: a start line, one per interval with a count, an end line once it is back; a clean stop warns nothing',
+    { timeout: 30_000 },
+    async () => {
+      const mq: Mosquitto = await startMosquitto();
+      closers.push(() => mq.close());
+      await mq.stop(); // its port is now closed
+      const sink = logSink();
+      const instance = `quiet-${randomBytes(3).toString('hex')}`;
+      const startedAt = Date.now();
+      // The start waits for the broker (the status message), so it resolves only once it is back.
+      const starting = start({ BROKER_URL: mq.url, INSTANCE_ID: instance }, sink);
+      await sleep(OUTAGE_MS);
+      const messages = { started: 'broker unreachable: unready, retrying; requests wait in the broker meanwhile', repeating: 'broker still unreachable' };
+      const condition = expectSummarized(linesOf(sink), messages, Date.now() - startedAt);
+      expect(condition[0]).toMatchObject({ code: 'ECONNREFUSED', err: expect.stringMatching(/ECONNREFUSED/) as unknown });
+      // Four connections retrying every 500 ms failed far more often than that was logged.
+      const logged = condition.reduce((n, l) => n + 1 + Number(l.repeats ?? 0), 0);
+      expect(logged).toBeGreaterThan(condition.length);
 
-    await mq.restart();
-    bridge = await starting;
-    await eventually('the end line', () => linesOf(sink).some((l) => l.msg === 'broker reachable again'), 10_000);
-    const ended = linesOf(sink).filter((l) => l.msg === 'broker reachable again');
-    expect(ended).toHaveLength(1);
-    expect(ended[0]).toMatchObject({ level: 30 });
-    expect(ended[0]?.count as number).toBeGreaterThanOrEqual(logged);
-    expect(ended[0]?.forMs as number).toBeGreaterThanOrEqual(OUTAGE_MS);
+      await mq.restart();
+      bridge = await starting;
+      await eventually('the end line', () => linesOf(sink).some((l) => l.msg === 'broker reachable again'), 10_000);
+      const ended = linesOf(sink).filter((l) => l.msg === 'broker reachable again');
+      expect(ended).toHaveLength(1);
+      expect(ended[0]).toMatchObject({ level: 30 });
+      expect(ended[0]?.count as number).toBeGreaterThanOrEqual(logged);
+      expect(ended[0]?.forMs as number).toBeGreaterThanOrEqual(OUTAGE_MS);
 
-    const running = bridge;
-    bridge = undefined;
-    await expectQuietStop(sink, running);
-  });
+      const running = bridge;
+      bridge = undefined;
+      await expectQuietStop(sink, running);
+    },
+  );
 
   it('Redis down: a start line, one per interval with a count, an end line once it is back; a clean stop warns nothing', { timeout: 30_000 }, async () => {
     const first: PrivateRedis = await startPrivateRedis();

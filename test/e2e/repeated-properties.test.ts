@@ -82,7 +82,11 @@ describe('MQTT 5 properties given more than once', () => {
   });
 
   it('reach no code that expects one value: only the first goes on', () => {
-    const decoded = { responseTopic: ['devices/d/a', 'devices/d/b'], messageExpiryInterval: [5, 6], contentType: 'application/json' } as unknown as RequestProperties;
+    const decoded = {
+      responseTopic: ['devices/d/a', 'devices/d/b'],
+      messageExpiryInterval: [5, 6],
+      contentType: 'application/json',
+    } as unknown as RequestProperties;
     expect(requestPropertiesOf(decoded)).toEqual({
       responseTopic: 'devices/d/a',
       correlationData: undefined,

@@ -81,7 +81,10 @@ describe('role × action matrix over TCP', () => {
   for (const role of Object.keys(LOGIN) as RoleName[]) {
     it(`${role}: subscriptions`, async () => {
       const client = await connectTcp(h.bridge.mqttPort, { ...LOGIN[role], clientId: `${LOGIN[role].clientId}.sub` });
-      const granted = await subscribeGranted(client, SUBSCRIBE.map(([f]) => f));
+      const granted = await subscribeGranted(
+        client,
+        SUBSCRIBE.map(([f]) => f),
+      );
       expect(granted.map((g) => g !== 128)).toEqual(SUBSCRIBE.map(([, allowed]) => allowed[role]));
       await client.endAsync();
     });

@@ -6,7 +6,6 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { okOf, startHarness, type Harness } from '../helpers/harness.js';
 import { tempDir } from '../helpers/security.js';
 
-
 const INSPECT = {
   messages: [{ role: 'user', content: 'Part {{part}}: reject?' }],
   output: { type: 'object', properties: { reject: { type: 'boolean' } }, required: ['reject'] },

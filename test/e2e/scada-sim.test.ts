@@ -62,7 +62,11 @@ async function edgeNode(url: string, group: string, node: string, bdSeq: number)
   const birth = (): Promise<void> =>
     send('NBIRTH', [metric({ name: 'bdSeq', type: 'Int64', value: bdSeq }), metric({ name: REBIRTH_METRIC, type: 'Boolean', value: false })]);
   const deviceBirth = (device: string): Promise<void> =>
-    send('DBIRTH', [metric({ name: 'AI/inspect/ok', alias: 1, type: 'Boolean', value: true }), metric({ name: 'AI/inspect/score', alias: 2, type: 'Double', value: 0.5 })], device);
+    send(
+      'DBIRTH',
+      [metric({ name: 'AI/inspect/ok', alias: 1, type: 'Boolean', value: true }), metric({ name: 'AI/inspect/score', alias: 2, type: 'Double', value: 0.5 })],
+      device,
+    );
   return { client, commands, metric, send, birth, deviceBirth, close: () => client.endAsync() };
 }
 
@@ -134,7 +138,10 @@ describe('scada-sim against Mosquitto', () => {
     expect(report?.violations).toEqual([]);
     expect(report?.tags.find((t) => t.metric === 'AI/inspect/score')).toMatchObject({ value: 4, quality: 'stale' });
 
-    const timed = await runScadaSim(['--url', broker.url, '--host-id', 'host-c', '--check', '--duration', '0.3', '--json'], { stdout: capture(), stderr: capture() });
+    const timed = await runScadaSim(['--url', broker.url, '--host-id', 'host-c', '--check', '--duration', '0.3', '--json'], {
+      stdout: capture(),
+      stderr: capture(),
+    });
     expect(timed.code).toBe(0);
     await Promise.all([edge.close(), watcher.close()]);
   });
@@ -142,7 +149,9 @@ describe('scada-sim against Mosquitto', () => {
   it('as the built CLI, exits 1 under --check naming a DDATA before DBIRTH', async () => {
     if (!existsSync(CLI)) throw new Error('dist/scada-sim/cli.js is missing: run `npm run build` first');
     const watcher = await watchState(broker.url, 'host-d');
-    const child = spawn(process.execPath, [CLI, '--url', broker.url, '--host-id', 'host-d', '--group', 'faulty', '--check', '--duration', '60'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, '--url', broker.url, '--host-id', 'host-d', '--group', 'faulty', '--check', '--duration', '60'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.stdout.resume();

@@ -52,8 +52,17 @@ const clients: MqttClient[] = [];
 /** Everything that must never contain a secret: the secrets, their random parts, base64 forms, the key PEM body. */
 function needles(): Array<{ name: string; value: string }> {
   const named: Record<string, string> = {
-    KEY_ALPHA, KEY_BETA, KEY_FALLBACK, KEY_INLINE, KEY_ENV, ADMIN_TOKEN, WRONG_TOKEN,
-    PW_DEVICE, PW_TLS_DEVICE, PW_OPERATOR, PW_OBSERVER,
+    KEY_ALPHA,
+    KEY_BETA,
+    KEY_FALLBACK,
+    KEY_INLINE,
+    KEY_ENV,
+    ADMIN_TOKEN,
+    WRONG_TOKEN,
+    PW_DEVICE,
+    PW_TLS_DEVICE,
+    PW_OPERATOR,
+    PW_OBSERVER,
     ...Object.fromEntries(WRONG_PWS.map((pw, i) => [`WRONG_PW_${i + 1}`, pw])),
   };
   const out: Array<{ name: string; value: string }> = [];
@@ -63,7 +72,10 @@ function needles(): Array<{ name: string; value: string }> {
     out.push({ name: `${name} (base64)`, value: Buffer.from(value).toString('base64').slice(0, 24) });
   }
   const pem = readFileSync(pki.serverKeyFile, 'utf8');
-  const body = pem.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('-----'));
+  const body = pem
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('-----'));
   for (const [i, line] of body.entries()) if (line.length >= 16) out.push({ name: `TLS key PEM line ${i + 1}`, value: line });
   out.push({ name: 'PEM private key marker', value: 'PRIVATE KEY' });
   return out;
@@ -105,7 +117,10 @@ async function http(path: string, init: { method?: string; token?: string } = {}
   });
   const text = await res.text();
   const headers = [...res.headers.entries()].map(([k, v]) => `${k}: ${v}`).join('\n');
-  httpOut.push({ where: `http ${init.method ?? 'GET'} ${path} (token ${init.token === undefined ? 'none' : init.token === ADMIN_TOKEN ? 'right' : 'wrong'})`, text: `${res.status}\n${headers}\n\n${text}` });
+  httpOut.push({
+    where: `http ${init.method ?? 'GET'} ${path} (token ${init.token === undefined ? 'none' : init.token === ADMIN_TOKEN ? 'right' : 'wrong'})`,
+    text: `${res.status}\n${headers}\n\n${text}`,
+  });
   return { status: res.status, text };
 }
 

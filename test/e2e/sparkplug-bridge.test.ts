@@ -49,7 +49,9 @@ afterEach(async () => {
 
 async function bridge(env: Record<string, string>, mode: 'embedded' | 'external'): Promise<{ h: Harness; host: Observer }> {
   await writeAuthFile(authFile, [{ username: 'scada', password: 'scada-pw', role: 'operator' }]);
-  const h = await startHarness({ ...SPARKPLUG, CONFIG_FILE: configFile, ...(mode === 'embedded' ? { AUTH_FILE: authFile } : {}), ...env }, {}, undefined, { mode });
+  const h = await startHarness({ ...SPARKPLUG, CONFIG_FILE: configFile, ...(mode === 'embedded' ? { AUTH_FILE: authFile } : {}), ...env }, {}, undefined, {
+    mode,
+  });
   closers.push(() => h.close());
   const host = await observe(h.url, GROUP, mode === 'embedded' ? { username: 'scada', password: 'scada-pw' } : {});
   closers.push(() => host.close());
@@ -89,7 +91,15 @@ describe('a device request reaching SCADA', () => {
   it.each(['embedded', 'external'] as const)('%s broker: a template answer becomes a DBIRTH with typed metrics, the next a DDATA', async (mode) => {
     const content = JSON.stringify({ reject: false, score: 0.75, defects: 0, label: 'clean' });
     const upstream = await scripted([
-      { body: { id: 'c1', object: 'chat.completion', model: 'm', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } } },
+      {
+        body: {
+          id: 'c1',
+          object: 'chat.completion',
+          model: 'm',
+          choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }],
+          usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+        },
+      },
     ]);
     closers.push(() => upstream.close());
     const hostId = `scada-sim-${mode}`;

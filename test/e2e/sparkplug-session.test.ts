@@ -113,12 +113,25 @@ describe.each(BROKER_MODES)('Sparkplug Edge Node (%s broker)', (mode) => {
     expect(nb!.seq).toBe(0);
     expect(nb!.qos).toBe(0);
     expect(nb!.retain).toBe(false);
-    expect(nb!.metrics).toEqual(expect.arrayContaining([expect.objectContaining({ name: 'bdSeq', type: 'Int64', value: 0 }), expect.objectContaining({ name: 'Node Control/Rebirth', type: 'Boolean', value: false })]));
+    expect(nb!.metrics).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ name: 'bdSeq', type: 'Int64', value: 0 }),
+        expect.objectContaining({ name: 'Node Control/Rebirth', type: 'Boolean', value: false }),
+      ]),
+    );
 
     await state.announce({ kind: 'answer', answer: answer('cam-1', 'r1', { ok: true, score: 0.5, count: 3, label: 'dent' }) });
     const [db] = await host.wait('DBIRTH', 1, 'cam-1');
     expect(db!.seq).toBe(1);
-    expect(names(db!)).toEqual(['AI/inspect/count', 'AI/inspect/label', 'AI/inspect/latencyMs', 'AI/inspect/ok', 'AI/inspect/quality', 'AI/inspect/requestId', 'AI/inspect/score']);
+    expect(names(db!)).toEqual([
+      'AI/inspect/count',
+      'AI/inspect/label',
+      'AI/inspect/latencyMs',
+      'AI/inspect/ok',
+      'AI/inspect/quality',
+      'AI/inspect/requestId',
+      'AI/inspect/score',
+    ]);
     const byName = new Map(db!.metrics.map((m) => [m.name, m]));
     expect(byName.get('AI/inspect/ok')).toMatchObject({ type: 'Boolean', value: true });
     expect(byName.get('AI/inspect/score')).toMatchObject({ type: 'Double', value: 0.5 });

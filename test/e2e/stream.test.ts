@@ -83,10 +83,7 @@ describe('streaming to devices', () => {
   it('fails over after 3 chunks: a reset, then the fallback text, and its complete answer as the reply', async () => {
     const fallback = await startUpstreamSim({ port: 0, latencyMs: 5, streamChunkMs: 2 });
     sims.push(fallback);
-    h = await startHarness(
-      { STREAM_FLUSH_MS: '0', FALLBACK_URL: fallback.url, FALLBACK_MODEL: 'fallback-model' },
-      { streamChunkMs: 2 },
-    );
+    h = await startHarness({ STREAM_FLUSH_MS: '0', FALLBACK_URL: fallback.url, FALLBACK_MODEL: 'fallback-model' }, { streamChunkMs: 2 });
     // The primary's stream: the role event, then 3 pieces of text, then the connection drops.
     h.upstream.script({ streamBreak: { after: 4, then: 'drop' } });
     const d = await h.device('hmi-4');
@@ -165,7 +162,21 @@ describe('streaming to devices', () => {
 describe('device-sim --stream', () => {
   it('asks for every answer streamed, reads each first chunk, and reports it per priority before the reply', async () => {
     h = await startHarness({}, { streamChunkMs: 20 });
-    const args = parseFleetArgs(['--url', h.url, '--devices', '3', '--rate', '20', '--duration', '0.5', '--stream', '--mix', 'high=1,low=1', '--reply-timeout', '10']);
+    const args = parseFleetArgs([
+      '--url',
+      h.url,
+      '--devices',
+      '3',
+      '--rate',
+      '20',
+      '--duration',
+      '0.5',
+      '--stream',
+      '--mix',
+      'high=1,low=1',
+      '--reply-timeout',
+      '10',
+    ]);
     const report = await runFleet(args);
     expect(report.overall).toMatchObject({ sent: 10, ok: 10, lost: 0, errors: {} });
     expect(h.upstream.requests.every((r) => (r.body as { stream?: boolean }).stream === true)).toBe(true);
@@ -175,4 +186,3 @@ describe('device-sim --stream', () => {
     expect(formatTable(report)).toMatch(/chunk p50\s+chunk p99/);
   });
 });
-

@@ -74,9 +74,7 @@ describe('prompt templates', () => {
     expect(okOf((await d.reply('t2'))[0]).model).toBe('vision-small');
     const usage = await h.bridge.store.operations.usage(Date.now() - 60_000, Date.now());
     expect(usage.byTemplate['defect-check']?.requests).toBe(2);
-    expect(await h.bridge.metrics.registry.getSingleMetricAsString('edge_ai_bridge_template_tokens_total')).toContain(
-      'template="defect-check",kind="prompt"',
-    );
+    expect(await h.bridge.metrics.registry.getSingleMetricAsString('edge_ai_bridge_template_tokens_total')).toContain('template="defect-check",kind="prompt"');
   });
 
   it('refuses, by name and without calling the upstream: an unknown template, a missing var, an unused var, template with messages', async () => {
@@ -86,7 +84,10 @@ describe('prompt templates', () => {
       [{ id: 'r1', template: 'x', vars: {} }, 'unknown template "x"'],
       [{ id: 'r2', template: 'defect-check', vars: { part: 'A7', limit: 1 } }, 'missing var "mm"'],
       [{ id: 'r3', template: 'defect-check', vars: { part: 'A7', mm: 1, limit: 1, foo: 'bar' } }, 'unknown var "foo"'],
-      [{ id: 'r4', template: 'defect-check', vars: {}, messages: [{ role: 'user', content: 'hi' }] }, 'give one of messages (chat), input (embeddings) or template, not messages and template'],
+      [
+        { id: 'r4', template: 'defect-check', vars: {}, messages: [{ role: 'user', content: 'hi' }] },
+        'give one of messages (chat), input (embeddings) or template, not messages and template',
+      ],
       [{ id: 'r5', template: 'defect-check', vars: { part: { nested: true }, mm: 1, limit: 1 } }, 'vars.part: must be a string or a number'],
       [{ id: 'r6', template: 'defect-check', vars: { part: 'A', mm: 1, limit: 1 }, max_tokens: 5 }, 'unknown field "max_tokens"'],
     ];
@@ -138,7 +139,7 @@ describe('prompt templates', () => {
     service.child.kill('SIGHUP');
     const logged = (msg: string) => waitUntil(() => service!.logs.some((e) => String(e.msg).startsWith(msg)), 5000, 20);
     expect(await logged('CONFIG_FILE reloaded')).toBe(true);
-    expect(await logged("CONFIG_FILE: embeddingModel changed, which a running bridge does not take: restart it to apply them")).toBe(true);
+    expect(await logged('CONFIG_FILE: embeddingModel changed, which a running bridge does not take: restart it to apply them')).toBe(true);
     expect(okOf(await ask('b2')).ok).toBe(true);
     expect(sim.requests).toHaveLength(1);
   });

@@ -35,7 +35,13 @@ afterEach(async () => {
  * (subscribing with `rap` keeps the retain flag of a live tag), a device with MQTT 3.1.1.
  */
 async function login(username: keyof typeof USERS, clientId: string): Promise<{ c: MqttClient; got: IPublishPacket[]; checker: SessionChecker }> {
-  const c = await mqtt.connectAsync(h?.url ?? '', { clientId, username, password: USERS[username], reconnectPeriod: 0, protocolVersion: username === 'scada' ? 5 : 4 });
+  const c = await mqtt.connectAsync(h?.url ?? '', {
+    clientId,
+    username,
+    password: USERS[username],
+    reconnectPeriod: 0,
+    protocolVersion: username === 'scada' ? 5 : 4,
+  });
   clients.push(c);
   const got: IPublishPacket[] = [];
   const checker = new SessionChecker({ unsRoot: ROOT });
@@ -50,22 +56,25 @@ describe('UNS on the plant broker with the documented ACL', () => {
   it('lets the bridge write the root and SCADA read it; a device can neither forge nor read a tag', async () => {
     const config = `${dir.path}/config.json`;
     const output = { type: 'object', properties: { reject: { type: 'boolean' }, burr_mm: { type: 'number' } }, required: ['reject', 'burr_mm'] };
-    writeFileSync(config, JSON.stringify({
-      templates: { inspect: { messages: [{ role: 'user', content: 'Part {{part}}?' }], output } },
-      uns: { root: ROOT, devices: { 'press-*': 'stamping/line-3' } },
-    }));
-    h = await startHarness(
-      { CONFIG_FILE: config, BROKER_USERNAME: 'bridge', BROKER_PASSWORD: USERS.bridge, MAX_ATTEMPTS: '1' },
-      {},
-      undefined,
-      { mode: 'external', mosquitto: { users: USERS, acl: ACL } },
+    writeFileSync(
+      config,
+      JSON.stringify({
+        templates: { inspect: { messages: [{ role: 'user', content: 'Part {{part}}?' }], output } },
+        uns: { root: ROOT, devices: { 'press-*': 'stamping/line-3' } },
+      }),
     );
+    h = await startHarness({ CONFIG_FILE: config, BROKER_USERNAME: 'bridge', BROKER_PASSWORD: USERS.bridge, MAX_ATTEMPTS: '1' }, {}, undefined, {
+      mode: 'external',
+      mosquitto: { users: USERS, acl: ACL },
+    });
     const press = await login('press-1', 'press-1');
     await press.c.subscribeAsync(['devices/press-1/result', `${ROOT}/#`], { qos: 1 });
     h.upstream.script({
       status: 200,
       body: {
-        id: 'chatcmpl-uns', object: 'chat.completion', model: 'gpt-4o-mini',
+        id: 'chatcmpl-uns',
+        object: 'chat.completion',
+        model: 'gpt-4o-mini',
         choices: [{ index: 0, message: { role: 'assistant', content: JSON.stringify(ANSWER) }, finish_reason: 'stop' }],
         usage: { prompt_tokens: 5, completion_tokens: 9, total_tokens: 14 },
       },
@@ -83,7 +92,10 @@ describe('UNS on the plant broker with the documented ACL', () => {
     expect(UnsPayloadSchema.parse(JSON.parse(String(scada.got[0]?.payload)))).toMatchObject({ data: ANSWER, quality: 'good', requestId: 'r-1' });
 
     // Mosquitto drops a publish the ACL refuses (acknowledged, not delivered, not retained).
-    await press.c.publishAsync(TOPIC, JSON.stringify({ data: { reject: false }, quality: 'good', timestamp: 1, requestId: 'forged' }), { qos: 1, retain: true });
+    await press.c.publishAsync(TOPIC, JSON.stringify({ data: { reject: false }, quality: 'good', timestamp: 1, requestId: 'forged' }), {
+      qos: 1,
+      retain: true,
+    });
     await sleep(300);
     expect(scada.got).toHaveLength(1);
     expect(press.got.filter((p) => p.topic.startsWith(`${ROOT}/`))).toEqual([]);

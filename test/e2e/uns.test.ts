@@ -134,7 +134,14 @@ describe.each(BROKER_MODES)('UNS (%s broker)', (mode) => {
     expect(tag?.retain).toBe(true);
     expect(tag?.qos).toBe(1);
     const payload = payloadOf(tag);
-    expect(payload).toEqual({ data: ANSWER, quality: 'good', timestamp: payload.timestamp, requestId: 'r-good', model: good.model, latencyMs: Math.round(good.timing.total_ms) });
+    expect(payload).toEqual({
+      data: ANSWER,
+      quality: 'good',
+      timestamp: payload.timestamp,
+      requestId: 'r-good',
+      model: good.model,
+      latencyMs: Math.round(good.timing.total_ms),
+    });
     expect(payload.timestamp).toBeGreaterThanOrEqual(before);
     expect(payload.timestamp).toBeLessThanOrEqual(Date.now());
 
@@ -156,7 +163,10 @@ describe.each(BROKER_MODES)('UNS (%s broker)', (mode) => {
     const robotTag = payloadOf(byTopic.get(topicOf('unassigned', 'robot-9')));
     expect(robotTag).toEqual({ quality: 'bad', timestamp: robotTag.timestamp, requestId: 'r-robot', error: unmapped.error.code });
     // The tag table SCADA builds from the retained tags alone.
-    const rows = checkers.at(-1)?.table().map((t) => [t.source, t.metric, t.value, t.quality]);
+    const rows = checkers
+      .at(-1)
+      ?.table()
+      .map((t) => [t.source, t.metric, t.value, t.quality]);
     expect(rows).toEqual([
       [topicOf('stamping/line-3', 'press-1'), 'burr_mm', ANSWER.burr_mm, 'bad'],
       [topicOf('stamping/line-3', 'press-1'), 'reject', ANSWER.reject, 'bad'],
@@ -189,7 +199,7 @@ describe('UNS on the embedded broker', () => {
 });
 
 describe('UNS across a Redis fleet', () => {
-  it("keeps the last good data when another instance answers the failure", async () => {
+  it('keeps the last good data when another instance answers the failure', async () => {
     fleet = await startFleet(0, {});
     const env = await envFor('embedded');
     const a = await fleet.add(env);

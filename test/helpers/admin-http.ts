@@ -13,11 +13,7 @@ export interface HttpAnswer {
   json: unknown;
 }
 
-export async function http(
-  bridge: RunningBridge,
-  path: string,
-  { method = 'GET', token }: { method?: string; token?: string } = {},
-): Promise<HttpAnswer> {
+export async function http(bridge: RunningBridge, path: string, { method = 'GET', token }: { method?: string; token?: string } = {}): Promise<HttpAnswer> {
   const res = await fetch(`http://127.0.0.1:${bridge.httpPort}${path}`, {
     method,
     headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
@@ -70,9 +66,7 @@ export function parsePrometheus(text: string): Sample[] {
 
 /** The value of one series (0 when absent: a counter not yet incremented). */
 export function sampleValue(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
-  const found = samples.find(
-    (s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v),
-  );
+  const found = samples.find((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
   return found?.value ?? 0;
 }
 

@@ -59,5 +59,4 @@ export function setup(overloadDelayMs = 100, maxPendingAdmissions = 1000, overlo
   };
 }
 
-export const shedPriorities = (s: Setup): Priority[] =>
-  (['critical', 'high', 'normal', 'low'] as const).filter((p) => s.shedBy(p) !== undefined);
+export const shedPriorities = (s: Setup): Priority[] => (['critical', 'high', 'normal', 'low'] as const).filter((p) => s.shedBy(p) !== undefined);

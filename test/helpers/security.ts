@@ -22,9 +22,7 @@ export function tempDir(prefix = 'eab-sec-'): { path: string; remove(): void } {
 }
 
 export async function writeAuthFile(path: string, users: TestUser[]): Promise<void> {
-  const entries = await Promise.all(
-    users.map(async ({ password, ...rest }) => ({ ...rest, password_hash: await hashPassword(password) })),
-  );
+  const entries = await Promise.all(users.map(async ({ password, ...rest }) => ({ ...rest, password_hash: await hashPassword(password) })));
   writeFileSync(path, JSON.stringify({ users: entries }, null, 2));
 }
 
@@ -43,15 +41,53 @@ function openssl(args: string[], cwd: string): void {
 
 function newCa(dir: string, name: string): void {
   openssl(
-    ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '2', '-subj', `/CN=${name}`],
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      `${name}.key`,
+      '-out',
+      `${name}.crt`,
+      '-days',
+      '2',
+      '-subj',
+      `/CN=${name}`,
+    ],
     dir,
   );
 }
 
 function signed(dir: string, ca: string, name: string, subject: string, ext: string): void {
-  openssl(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subject], dir);
+  openssl(
+    ['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subject],
+    dir,
+  );
   writeFileSync(join(dir, `${name}.ext`), `${ext}\n`);
-  openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-out', `${name}.crt`, '-days', '2', '-extfile', `${name}.ext`], dir);
+  openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      `${ca}.crt`,
+      '-CAkey',
+      `${ca}.key`,
+      '-CAcreateserial',
+      '-out',
+      `${name}.crt`,
+      '-days',
+      '2',
+      '-extfile',
+      `${name}.ext`,
+    ],
+    dir,
+  );
 }
 
 /** A CA, a server certificate for 127.0.0.1/localhost, and client certificates on demand. */

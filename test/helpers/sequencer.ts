@@ -37,6 +37,9 @@ export default class SpreadChaosSequencer extends BaseSequencer {
     const seconds = existsSync(DURATIONS) ? (JSON.parse(readFileSync(DURATIONS, 'utf8')) as Record<string, number>) : {};
     const byPath = new Map(files.map((spec) => [relative(process.cwd(), spec.moduleId), spec]));
     const sorted = longestFirst([...byPath.keys()], seconds).map((p) => byPath.get(p) as TestSpecification);
-    return spreadEvenly(sorted.filter(isChaos), sorted.filter((spec) => !isChaos(spec)));
+    return spreadEvenly(
+      sorted.filter(isChaos),
+      sorted.filter((spec) => !isChaos(spec)),
+    );
   }
 }

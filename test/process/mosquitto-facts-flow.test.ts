@@ -20,7 +20,9 @@ async function unackedWindow(b: Mosquitto, protocolVersion: 4 | 5, receiveMaximu
   socket.on('data', (chunk: Buffer) => read.parse(chunk));
   const topic = `window/${uid()}`;
   const properties = receiveMaximum === undefined ? undefined : { receiveMaximum };
-  socket.write(generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion, clean: true, clientId: `w-${uid()}`, keepalive: 60, properties }, { protocolVersion }));
+  socket.write(
+    generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion, clean: true, clientId: `w-${uid()}`, keepalive: 60, properties }, { protocolVersion }),
+  );
   await waitUntil(() => packets.some((p) => p.cmd === 'connack'), 'connack');
   socket.write(generate({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic, qos: 1 }] }, { protocolVersion }));
   await waitUntil(() => packets.some((p) => p.cmd === 'suback'), 'suback');

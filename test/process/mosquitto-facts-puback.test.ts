@@ -96,7 +96,7 @@ describe('b. PUBACK held until admission (mqtt.js customHandleAcks)', () => {
     expect(resumed.received[0]).toEqual({ topic: 'shheld/a', payload: 'req', dup: true });
   });
 
-  it('shared subscription: when the killed member\'s session expires, its unacked message is dropped, not passed on', async () => {
+  it("shared subscription: when the killed member's session expires, its unacked message is dropped, not passed on", async () => {
     const b = await broker();
     const group = uid();
     const filter = `$share/${group}/shexp/+`;

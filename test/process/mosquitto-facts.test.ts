@@ -86,7 +86,7 @@ describe('e. broker restart with a persistent shared-subscription member', () =>
     await settle(() => on.received.length);
     expect(on.received.length).toBe(5);
     const back = await sessionClient(b.url, offlineId, () => 0);
-    await waitUntil(() => back.received.length === 5, 'the offline member\'s share');
+    await waitUntil(() => back.received.length === 5, "the offline member's share");
     const all = [...on.received, ...back.received].map((r) => r.payload).sort();
     expect(all).toEqual(Array.from({ length: 10 }, (_, n) => `m${n}`).sort());
   });

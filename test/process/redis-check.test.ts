@@ -41,9 +41,7 @@ describe('checkRedisPolicy', () => {
     expect(result).toEqual({
       ok: false,
       policy: 'allkeys-lru',
-      problem:
-        'REDIS_URL: Redis maxmemory-policy is allkeys-lru; edge-ai-bridge needs noeviction ' +
-        '(an evicted job or lock breaks every guarantee)',
+      problem: 'REDIS_URL: Redis maxmemory-policy is allkeys-lru; edge-ai-bridge needs noeviction ' + '(an evicted job or lock breaks every guarantee)',
     });
   });
 

@@ -46,7 +46,7 @@ describe('systemd units', () => {
     expect(UNITS.sort()).toEqual(['edge-ai-bridge.service', 'edge-ai-bridge@.service']);
   });
 
-  it.each(UNITS)('%s runs node on the service entry (npm start\'s, less the simulator), never npm', (name) => {
+  it.each(UNITS)("%s runs node on the service entry (npm start's, less the simulator), never npm", (name) => {
     const unit = read(name);
     const start = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
     expect(start).toBe('node dist/bridge/main-with-simulator.js');

@@ -16,10 +16,23 @@ describe('budgets across instances', () => {
   it('gives two instances racing for one budget no more than its limit between them', async () => {
     const [a, b] = redis.map((r) => new RedisStore(r, { prefix })) as [RedisStore, RedisStore];
     const now = baseTime();
-    const charge = { budget: 'fleet', period: '2026-12', subject: '*', unit: 'tokens' as const, limit: 1000, estimate: 7, exempt: false, resetAtMs: now + 86_400_000 };
+    const charge = {
+      budget: 'fleet',
+      period: '2026-12',
+      subject: '*',
+      unit: 'tokens' as const,
+      limit: 1000,
+      estimate: 7,
+      exempt: false,
+      resetAtMs: now + 86_400_000,
+    };
     const limits = { deviceRpm: 10_000, queueMax: 10_000 };
     const attempts = Array.from({ length: 400 }, (_, i) =>
-      (i % 2 === 0 ? a : b).queue.admit({ ...makeJob({ deviceId: `cam-${i % 7}`, id: `r-${i}`, priority: 'normal', arrivalMs: now }), budget: [charge] }, limits, now),
+      (i % 2 === 0 ? a : b).queue.admit(
+        { ...makeJob({ deviceId: `cam-${i % 7}`, id: `r-${i}`, priority: 'normal', arrivalMs: now }), budget: [charge] },
+        limits,
+        now,
+      ),
     );
     const admitted = (await Promise.all(attempts)).filter((result) => result.kind === 'queued').length;
     expect(admitted).toBe(Math.floor(1000 / 7));

@@ -26,10 +26,17 @@ describe('the Redis coordination closes what it opened', () => {
     const prefix = uniquePrefix('closeorder');
     const { stream, lines } = logSink();
     // With the plant's broker: no cluster plugins, which the embedded broker would open and close itself.
-    const coordination = await openCoordination(configWith(prefix, { REDIS_WAIT_REPLICAS: '1', BROKER_URL: 'mqtt://127.0.0.1:1' }), createLogger('debug', stream));
-    expect((await connectionsOf(prefix)).sort()).toEqual([`edge-ai-bridge:${prefix}`, `edge-ai-bridge:${prefix}:admissions`, `edge-ai-bridge:${prefix}:presence`].sort());
+    const coordination = await openCoordination(
+      configWith(prefix, { REDIS_WAIT_REPLICAS: '1', BROKER_URL: 'mqtt://127.0.0.1:1' }),
+      createLogger('debug', stream),
+    );
+    expect((await connectionsOf(prefix)).sort()).toEqual(
+      [`edge-ai-bridge:${prefix}`, `edge-ai-bridge:${prefix}:admissions`, `edge-ai-bridge:${prefix}:presence`].sort(),
+    );
     await coordination.close();
-    const closing = lines().filter((l) => l.msg === 'closing').map((l) => l.part);
+    const closing = lines()
+      .filter((l) => l.msg === 'closing')
+      .map((l) => l.part);
     expect(closing).toEqual(['outage', 'scada', 'presence', `edge-ai-bridge:${prefix}:admissions`, 'redis health', `edge-ai-bridge:${prefix}`]);
     await expect.poll(() => connectionsOf(prefix)).toEqual([]);
     await deletePrefix(admin, prefix);
@@ -46,7 +53,11 @@ describe('the Redis coordination closes what it opened', () => {
       const url = `redis://${user}:secret@127.0.0.1:${new URL(REDIS_URL).port || 6379}`;
       const opening = openCoordination(configWith(prefix, { REDIS_URL: url, REDIS_WAIT_REPLICAS: '1' }), createLogger('debug', stream));
       await expect(opening).rejects.toThrow(/REDIS_URL.*cannot subscribe/);
-      expect(lines().filter((l) => l.msg === 'closing').map((l) => l.part)).toEqual([`edge-ai-bridge:${prefix}:admissions`, 'redis health', `edge-ai-bridge:${prefix}`]);
+      expect(
+        lines()
+          .filter((l) => l.msg === 'closing')
+          .map((l) => l.part),
+      ).toEqual([`edge-ai-bridge:${prefix}:admissions`, 'redis health', `edge-ai-bridge:${prefix}`]);
       await expect.poll(() => connectionsOf(prefix)).toEqual([]);
     } finally {
       await admin.acl('DELUSER', user);

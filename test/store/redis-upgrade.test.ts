@@ -53,7 +53,11 @@ describe('redis store: upgrade from 0.6', () => {
       const jobs = Array.from({ length: 1234 }, (_, i) => makeJob({ deviceId: `d${i % 50}`, id: `r${i}`, priority: 'normal', arrivalMs: now - 5000 + i }));
       const write = redis.multi();
       jobs.forEach((job, i) => {
-        write.hset(`${p}:jobs`, job.key, data(job)).zadd(k.queue, job.score, member(i + 1, job)).hset(`${p}:place`, job.key, `q${member(i + 1, job)}`).set(k.idem(job.key), 'p');
+        write
+          .hset(`${p}:jobs`, job.key, data(job))
+          .zadd(k.queue, job.score, member(i + 1, job))
+          .hset(`${p}:place`, job.key, `q${member(i + 1, job)}`)
+          .set(k.idem(job.key), 'p');
       });
       await write.hset(k.depth, 'normal', jobs.length).exec();
       const store = new RedisStore(redis, { prefix });
@@ -130,7 +134,7 @@ describe('redis store: upgrade from 0.7', () => {
     }
   });
 
-  it('moves 0.7\'s dead-letter list into the bounded one, within its bounds and age, and serves it as before', async () => {
+  it("moves 0.7's dead-letter list into the bounded one, within its bounds and age, and serves it as before", async () => {
     const prefix = uniquePrefix('upgrade-dlq');
     try {
       const k = redisKeys(prefix);

@@ -86,13 +86,20 @@ describe('redis store', () => {
       await store.queue.complete(fresh, makeReply(fresh), { ttlS: 60, deadLetter: false }, now);
       expect(await redis.get(keys.idem(fresh.key))).toMatch(/^d\d+\|\{/);
       await redis.set(keys.idem('cam-1/old-0'), 'p'); // 0.6.1's pending record
-      expect((await store.queue.admit(makeJob({ deviceId: 'cam-1', id: 'old-0', priority: 'normal', arrivalMs: now }), limits, now)).kind).toBe('duplicate_pending');
+      expect((await store.queue.admit(makeJob({ deviceId: 'cam-1', id: 'old-0', priority: 'normal', arrivalMs: now }), limits, now)).kind).toBe(
+        'duplicate_pending',
+      );
       const reply = { id: 'old-1', ok: false as const, error: { code: 'expired' as const, message: 'old' } };
       await redis.hset(keys.idem('cam-1/old-1'), 'state', 'done', 'exp', String(now + 60_000), 'reply', JSON.stringify(reply));
       await redis.hset(keys.idem('cam-1/old-2'), 'state', 'pending');
-      expect(await store.queue.admit(makeJob({ deviceId: 'cam-1', id: 'old-1', priority: 'normal', arrivalMs: now }), limits, now)).toEqual({ kind: 'duplicate_done', reply });
+      expect(await store.queue.admit(makeJob({ deviceId: 'cam-1', id: 'old-1', priority: 'normal', arrivalMs: now }), limits, now)).toEqual({
+        kind: 'duplicate_done',
+        reply,
+      });
       expect(await store.answers.storedReply('cam-1/old-1', now)).toEqual(reply);
-      expect((await store.queue.admit(makeJob({ deviceId: 'cam-1', id: 'old-2', priority: 'normal', arrivalMs: now }), limits, now)).kind).toBe('duplicate_pending');
+      expect((await store.queue.admit(makeJob({ deviceId: 'cam-1', id: 'old-2', priority: 'normal', arrivalMs: now }), limits, now)).kind).toBe(
+        'duplicate_pending',
+      );
     } finally {
       await deletePrefix(redis, prefix);
     }

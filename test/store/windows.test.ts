@@ -22,7 +22,8 @@ function random(seed: number): () => number {
   };
 }
 
-type Step = { kind: 'take'; at: number; tokens: number } | { kind: 'settle'; index: number; tokens: number } | { kind: 'admit'; at: number; device: string; n: number };
+type Step =
+  { kind: 'take'; at: number; tokens: number } | { kind: 'settle'; index: number; tokens: number } | { kind: 'admit'; at: number; device: string; n: number };
 
 function plan(seed: number, start: number): Step[] {
   const next = random(seed);

@@ -4,7 +4,13 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { commandCalls, redisOfStep } from '../../bench/e2e/redis-stats.js';
 
-const INFO = ['# Commandstats', 'cmdstat_evalsha:calls=300,usec=9000,usec_per_call=30.00', 'cmdstat_hincrby:calls=1200,usec=600', 'cmdstat_info:calls=50,usec=10', ''].join('\r\n');
+const INFO = [
+  '# Commandstats',
+  'cmdstat_evalsha:calls=300,usec=9000,usec_per_call=30.00',
+  'cmdstat_hincrby:calls=1200,usec=600',
+  'cmdstat_info:calls=50,usec=10',
+  '',
+].join('\r\n');
 
 describe('bench Redis figures', () => {
   it('reads every command count from INFO commandstats', async () => {

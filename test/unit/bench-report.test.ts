@@ -91,9 +91,7 @@ describe('formatReport', () => {
   });
 
   it('divides each max rate by the bare handler’s and the BullMQ-built bridge’s of the same run', () => {
-    const md = formatReport(
-      results([system('handler', 'handler', 4_000), system('bullmq', 'bullmq', 2_000), system('redis', 'redis', 3_000)]),
-    );
+    const md = formatReport(results([system('handler', 'handler', 4_000), system('bullmq', 'bullmq', 2_000), system('redis', 'redis', 3_000)]));
     expect(row(md, 'redis').slice(1, 5)).toEqual(['3 000', '—', '0.75×', '1.50×']);
     expect(row(md, 'bullmq').slice(3, 5)).toEqual(['0.50×', '—']);
     expect(row(md, 'handler').slice(3, 5)).toEqual(['—', '2.00×']);
@@ -119,9 +117,7 @@ describe('formatReport', () => {
   });
 
   it('names the generator’s ceiling after the echo row’s max', () => {
-    expect(formatReport(full)).toContain(
-      "The echo row's max (30 000 req/s) is also the load generator's ceiling (2 workers, 200 connections)",
-    );
+    expect(formatReport(full)).toContain("The echo row's max (30 000 req/s) is also the load generator's ceiling (2 workers, 200 connections)");
   });
 
   it('escapes a | in a label so the row keeps its columns', () => {
@@ -170,7 +166,14 @@ describe('formatReport', () => {
     expect(md).toContain('### Overload');
     const overloadPart = md.slice(md.indexOf('### Overload'));
     const rows = overloadPart.split('\n').filter((l) => l.startsWith('| bridge, memory store |'));
-    expect(rows.map((l) => l.slice(2, -2).split(' | ').map((c) => c.trim()))).toEqual([
+    expect(
+      rows.map((l) =>
+        l
+          .slice(2, -2)
+          .split(' | ')
+          .map((c) => c.trim()),
+      ),
+    ).toEqual([
       [
         'bridge, memory store',
         'OVERLOAD_QUEUE_WAIT_MS 1 000 · ttl_ms 2 000',
@@ -188,7 +191,22 @@ describe('formatReport', () => {
         'yes',
       ],
       // Without a ttl_ms nothing can be late: a dash, not a zero.
-      ['bridge, memory store', 'defaults · no ttl_ms', '20 000', '30', '600 000', '400 000', 'queue_full 1 234 · expired 12', '3', '12', '—', '812.4 / 2 950.0', '100 → 250', '2.50', 'yes'],
+      [
+        'bridge, memory store',
+        'defaults · no ttl_ms',
+        '20 000',
+        '30',
+        '600 000',
+        '400 000',
+        'queue_full 1 234 · expired 12',
+        '3',
+        '12',
+        '—',
+        '812.4 / 2 950.0',
+        '100 → 250',
+        '2.50',
+        'yes',
+      ],
     ]);
     expect(row(overloadPart, 'bridge, Redis store').slice(6)).toEqual(['none', '3', '12', '7', '812.4 / 2 950.0', '0 → 250', '—', 'no']);
     // The bridge's own refusals say why, beside the code.
@@ -258,11 +276,7 @@ describe('formatSteps', () => {
 });
 
 describe('renderLatencyChart', () => {
-  const withOdd = results([
-    ...full.systems,
-    { ...system('memory', 'a<b & "c"', 0), steps: [step(500, 0.2, 0.4)] },
-    system('redis', 'no steps', 0),
-  ]);
+  const withOdd = results([...full.systems, { ...system('memory', 'a<b & "c"', 0), steps: [step(500, 0.2, 0.4)] }, system('redis', 'no steps', 0)]);
 
   it('is one svg element', () => {
     const svg = renderLatencyChart(withOdd);

@@ -187,9 +187,7 @@ describe.each(cases)('breaker state machine ($name store)', (c) => {
       const name = fresh();
       await fail(a, name, 3, T0);
       expect(await b.acquire(name, CONFIG, T0 + 100)).toEqual({ allowed: false, state: 'open', retryAt: T0 + 5000 });
-      const grants = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? a : b).acquire(name, CONFIG, T0 + 5000 + i)),
-      );
+      const grants = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? a : b).acquire(name, CONFIG, T0 + 5000 + i)));
       expect(grants.filter((g) => g.allowed)).toHaveLength(1);
     });
   }

@@ -24,7 +24,16 @@ describe('originAllowed', () => {
     expect(originAllowed('https://HMI.Plant.Local', allowed)).toBe(true);
     expect(originAllowed('https://hmi.plant.local:443', allowed)).toBe(true);
     expect(originAllowed('http://10.0.0.5:8080', allowed)).toBe(true);
-    for (const origin of ['http://hmi.plant.local', 'https://hmi.plant.local:8443', 'https://hmi.plant.local.evil.example', 'http://10.0.0.5', 'null', '', 'file://', 'https://evil.example']) {
+    for (const origin of [
+      'http://hmi.plant.local',
+      'https://hmi.plant.local:8443',
+      'https://hmi.plant.local.evil.example',
+      'http://10.0.0.5',
+      'null',
+      '',
+      'file://',
+      'https://evil.example',
+    ]) {
       expect(originAllowed(origin, allowed), origin).toBe(false);
     }
   });

@@ -10,7 +10,14 @@ describe('cacheKeyOf', () => {
   // Keys as v0.6.1 computed them: a new build must find the answers an older one cached (Redis).
   it.each([
     [
-      { id: 'a', messages: [{ role: 'system', content: 'You inspect welds.' }, { role: 'user', content: 'Seam 4, "bead" 4.1 mm? ünï 😀' }], max_tokens: 16 },
+      {
+        id: 'a',
+        messages: [
+          { role: 'system', content: 'You inspect welds.' },
+          { role: 'user', content: 'Seam 4, "bead" 4.1 mm? ünï 😀' },
+        ],
+        max_tokens: 16,
+      },
       'c1dce574eab5b51e7a3bd9290205745df13ceafa354f3b7ea9f1aa1738ace79e',
     ],
     [
@@ -21,7 +28,10 @@ describe('cacheKeyOf', () => {
             2: 2,
             10: 1,
             role: 'user',
-            content: [{ type: 'text', text: 'hi' }, { type: 'image_url', image_url: { url: 'data:x', detail: 'low' } }],
+            content: [
+              { type: 'text', text: 'hi' },
+              { type: 'image_url', image_url: { url: 'data:x', detail: 'low' } },
+            ],
             name: 'cam',
           },
         ],

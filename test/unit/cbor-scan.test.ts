@@ -34,7 +34,14 @@ describe('cborProblem', () => {
   });
 
   it('refuses every tag, whatever it wraps: bignums, dates, shared values, cbor-x records', () => {
-    for (const tagged of [bytes(0xc2, 0x41, 0x01), bytes(0xc3, 0x41, 0x01), bytes(0xc1, 0x00), bytes(0xd8, 0x1c, 0x80), bytes(0xd9, 0xdf, 0xff, 0x80), bytes(0xdb, 0, 0, 0, 0, 0, 0, 0, 1, 0x00)]) {
+    for (const tagged of [
+      bytes(0xc2, 0x41, 0x01),
+      bytes(0xc3, 0x41, 0x01),
+      bytes(0xc1, 0x00),
+      bytes(0xd8, 0x1c, 0x80),
+      bytes(0xd9, 0xdf, 0xff, 0x80),
+      bytes(0xdb, 0, 0, 0, 0, 0, 0, 0, 1, 0x00),
+    ]) {
       expect(cborProblem(tagged)).toBe('CBOR tags are not accepted (JSON cannot carry them)');
     }
     expect(cborProblem(encode({ id: 'x', deep: { v: new Date(0) } }))).toMatch(/tags/);
@@ -46,7 +53,13 @@ describe('cborProblem', () => {
     expect(cborProblem(bytes(0xf7))).toMatch(/undefined/);
     expect(cborProblem(bytes(0xf0))).toMatch(/simple values/);
     expect(cborProblem(bytes(0xf8, 0x20))).toMatch(/simple values/);
-    for (const nonFinite of [bytes(0xf9, 0x7c, 0x00), bytes(0xf9, 0x7e, 0x00), bytes(0xfa, 0x7f, 0x80, 0, 0), bytes(0xfb, 0xff, 0xf0, 0, 0, 0, 0, 0, 0), bytes(0xfb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 1)]) {
+    for (const nonFinite of [
+      bytes(0xf9, 0x7c, 0x00),
+      bytes(0xf9, 0x7e, 0x00),
+      bytes(0xfa, 0x7f, 0x80, 0, 0),
+      bytes(0xfb, 0xff, 0xf0, 0, 0, 0, 0, 0, 0),
+      bytes(0xfb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 1),
+    ]) {
       expect(cborProblem(nonFinite)).toMatch(/non-finite numbers/);
     }
   });
@@ -101,12 +114,18 @@ describe('cborProblem', () => {
       return copy;
     });
     fc.assert(
-      fc.property(fc.oneof(mutated, fc.uint8Array({ maxLength: 64 }).map((a) => Buffer.from(a))), (payload) => {
-        const problem = cborProblem(payload);
-        if (problem !== undefined) return;
-        const value = decodeCbor(payload);
-        expect(() => JSON.stringify(value)).not.toThrow();
-      }),
+      fc.property(
+        fc.oneof(
+          mutated,
+          fc.uint8Array({ maxLength: 64 }).map((a) => Buffer.from(a)),
+        ),
+        (payload) => {
+          const problem = cborProblem(payload);
+          if (problem !== undefined) return;
+          const value = decodeCbor(payload);
+          expect(() => JSON.stringify(value)).not.toThrow();
+        },
+      ),
       { seed: 27, numRuns: 2000 },
     );
   });
@@ -129,8 +148,7 @@ describe('jsonNestingProblem', () => {
   });
 
   it('agrees with the depth of any JSON value', () => {
-    const depthOf = (value: unknown): number =>
-      typeof value === 'object' && value !== null ? 1 + Math.max(0, ...Object.values(value).map(depthOf)) : 0;
+    const depthOf = (value: unknown): number => (typeof value === 'object' && value !== null ? 1 + Math.max(0, ...Object.values(value).map(depthOf)) : 0);
     fc.assert(
       fc.property(fc.jsonValue({ maxDepth: 70 }), (value) => {
         const refused = jsonNestingProblem(Buffer.from(JSON.stringify(value))) !== undefined;

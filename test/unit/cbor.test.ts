@@ -94,7 +94,14 @@ describe('decodeCbor', () => {
 describe('encodeCbor', () => {
   it('writes a reply as plain CBOR maps that any decoder reads back as its JSON', () => {
     const reply: OkReply = {
-      id: 'r1', ok: true, model: 'm', content: 'yes', finish_reason: 'stop', cached: false, attempts: 1, priority: 'normal',
+      id: 'r1',
+      ok: true,
+      model: 'm',
+      content: 'yes',
+      finish_reason: 'stop',
+      cached: false,
+      attempts: 1,
+      priority: 'normal',
       timing: { queued_ms: 1, upstream_ms: 20, total_ms: 22 },
     };
     const bytes = encodeCbor(reply);

@@ -54,9 +54,27 @@ describe('typos', () => {
 
   it('never warns for known variables or the rest of the environment', () => {
     const env = {
-      MQTT_PORT: '1', PATH: '/bin', HOME: '/root', NODE_OPTIONS: '', NODE_ENV: 'production', HOSTNAME: 'h', LANG: 'C',
-      HTTP_PROXY: 'x', HTTPS_PROXY: 'x', NO_PROXY: 'x', REDIS_HOST: 'r', REDIS_PORT: '6379', TERM: 'xterm', USER: 'u', PWD: '/',
-      npm_config_cache: 'x', TZ: 'UTC', SHLVL: '1', LOGNAME: 'u', MAIL: 'x', TMPDIR: '/tmp',
+      MQTT_PORT: '1',
+      PATH: '/bin',
+      HOME: '/root',
+      NODE_OPTIONS: '',
+      NODE_ENV: 'production',
+      HOSTNAME: 'h',
+      LANG: 'C',
+      HTTP_PROXY: 'x',
+      HTTPS_PROXY: 'x',
+      NO_PROXY: 'x',
+      REDIS_HOST: 'r',
+      REDIS_PORT: '6379',
+      TERM: 'xterm',
+      USER: 'u',
+      PWD: '/',
+      npm_config_cache: 'x',
+      TZ: 'UTC',
+      SHLVL: '1',
+      LOGNAME: 'u',
+      MAIL: 'x',
+      TMPDIR: '/tmp',
     };
     expect(findTypos(env)).toEqual([]);
   });

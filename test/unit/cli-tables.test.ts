@@ -4,7 +4,15 @@ import { budgetsTable, table, usageTable } from '../../bridge/ops/cli/tables.js'
 
 describe('operator tables', () => {
   it('align text left and figures right', () => {
-    expect(table(['name', 'n'], [['a', '5'], ['long', '1,234']]).split('\n')).toEqual(['name      n', 'a         5', 'long  1,234']);
+    expect(
+      table(
+        ['name', 'n'],
+        [
+          ['a', '5'],
+          ['long', '1,234'],
+        ],
+      ).split('\n'),
+    ).toEqual(['name      n', 'a         5', 'long  1,234']);
   });
 
   it('round tokens and cost', () => {
@@ -19,7 +27,18 @@ describe('operator tables', () => {
     expect(budgetsTable({ timeZone: 'UTC', budgets: [] })).toBe('no budgets: CONFIG_FILE sets none\n');
     const report = {
       timeZone: 'Europe/Berlin',
-      budgets: [{ name: 'fleet', per: 'fleet', period: '2026-12', unit: 'usd' as const, limit: 20, resetAt: '2026-12-31T23:00:00.000Z', exemptCritical: false, use: [{ subject: '*', used: 5.123, reserved: 0 }] }],
+      budgets: [
+        {
+          name: 'fleet',
+          per: 'fleet',
+          period: '2026-12',
+          unit: 'usd' as const,
+          limit: 20,
+          resetAt: '2026-12-31T23:00:00.000Z',
+          exemptCritical: false,
+          use: [{ subject: '*', used: 5.123, reserved: 0 }],
+        },
+      ],
     };
     expect(budgetsTable(report)).toMatch(/^fleet +2026-12 +\* +\$5\.12 +\$0 +\$20\.00 +26% +2026-12-31 23:00$/m);
   });

@@ -5,7 +5,17 @@ import type { OkReply } from '../../contract/index.js';
 import { BridgeStream, type StreamEvent } from '../../client/stream.js';
 
 const reply = (content: string | null): OkReply =>
-  ({ id: 'r', ok: true, model: 'm', content, finish_reason: 'stop', cached: false, attempts: 1, priority: 'normal', timing: { queued_ms: 0, upstream_ms: 0, total_ms: 0 } }) as OkReply;
+  ({
+    id: 'r',
+    ok: true,
+    model: 'm',
+    content,
+    finish_reason: 'stop',
+    cached: false,
+    attempts: 1,
+    priority: 'normal',
+    timing: { queued_ms: 0, upstream_ms: 0, total_ms: 0 },
+  }) as OkReply;
 
 async function run(chunks: Array<{ seq: number; delta?: string; reset?: boolean }>, content: string | null): Promise<StreamEvent[]> {
   let resolve!: (r: OkReply) => void;
@@ -21,22 +31,55 @@ const shown = (events: StreamEvent[]): string => events.reduce((text, e) => ('re
 
 describe('client stream assembly', () => {
   it('passes whole streams through unchanged', async () => {
-    expect(await run([{ seq: 0, delta: 'ab' }, { seq: 1, delta: 'cd' }], 'abcd')).toEqual([{ delta: 'ab' }, { delta: 'cd' }]);
+    expect(
+      await run(
+        [
+          { seq: 0, delta: 'ab' },
+          { seq: 1, delta: 'cd' },
+        ],
+        'abcd',
+      ),
+    ).toEqual([{ delta: 'ab' }, { delta: 'cd' }]);
   });
 
   it('mends a lost chunk with a reset and the whole content', async () => {
-    const events = await run([{ seq: 0, delta: 'ab' }, { seq: 2, delta: 'ef' }], 'abcdef');
+    const events = await run(
+      [
+        { seq: 0, delta: 'ab' },
+        { seq: 2, delta: 'ef' },
+      ],
+      'abcdef',
+    );
     expect(events.slice(-2)).toEqual([{ reset: true }, { delta: 'abcdef' }]);
     expect(shown(events)).toBe('abcdef');
   });
 
   it('ignores a repeated chunk and starts afresh when seq 0 comes again (a takeover)', async () => {
-    const events = await run([{ seq: 0, delta: 'ab' }, { seq: 0, delta: 'ab' }, { seq: 1, delta: 'cd' }, { seq: 1, delta: 'cd' }], 'abcd');
+    const events = await run(
+      [
+        { seq: 0, delta: 'ab' },
+        { seq: 0, delta: 'ab' },
+        { seq: 1, delta: 'cd' },
+        { seq: 1, delta: 'cd' },
+      ],
+      'abcd',
+    );
     expect(events).toEqual([{ delta: 'ab' }, { reset: true }, { delta: 'ab' }, { delta: 'cd' }]);
   });
 
   it('keeps a reset the bridge sent, and ends empty for a reply without content (tool calls)', async () => {
-    expect(shown(await run([{ seq: 0, delta: 'ab' }, { seq: 1, reset: true }, { seq: 2, delta: 'xy' }], 'xy'))).toBe('xy');
+    expect(
+      shown(
+        await run(
+          [
+            { seq: 0, delta: 'ab' },
+            { seq: 1, reset: true },
+            { seq: 2, delta: 'xy' },
+          ],
+          'xy',
+        ),
+      ),
+    ).toBe('xy');
     expect(shown(await run([{ seq: 0, delta: 'ab' }], null))).toBe('');
   });
 });

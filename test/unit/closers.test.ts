@@ -15,7 +15,11 @@ describe('Closers', () => {
     closers.push('last', async () => void closed.push('last'));
     await expect(closers.closeAll()).rejects.toThrow('boom');
     expect(closed).toEqual(['last', 'first']);
-    expect(lines().filter((l) => l.msg === 'could not close').map((l) => l.part)).toEqual(['broken']);
+    expect(
+      lines()
+        .filter((l) => l.msg === 'could not close')
+        .map((l) => l.part),
+    ).toEqual(['broken']);
   });
 
   it('gives up on a part still closing at the deadline, and on the parts after it, naming them', async () => {

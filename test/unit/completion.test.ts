@@ -219,7 +219,8 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
 describe('which endings are dead-lettered', () => {
   const ending = (code: ErrorCode): Reply => ({ id: 'r', ok: false, error: { code, message: 'x' } });
   it('keeps what a replay could answer, never a refusal the request caused or one about its device', () => {
-    for (const code of ['upstream_error', 'upstream_timeout', 'invalid_output', 'unavailable', 'internal'] as const) expect(deadLettered(ending(code))).toBe(true);
+    for (const code of ['upstream_error', 'upstream_timeout', 'invalid_output', 'unavailable', 'internal'] as const)
+      expect(deadLettered(ending(code))).toBe(true);
     for (const code of ['invalid_request', 'payload_too_large', 'rate_limited', 'queue_full', 'budget_exceeded', 'expired'] as const) {
       expect(deadLettered(ending(code))).toBe(false);
     }

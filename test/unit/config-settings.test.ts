@@ -53,15 +53,29 @@ budgets:
 describe('CONFIG_FILE in YAML', () => {
   it('reads settings and sections, comments allowed, with numbers and booleans as values', () => {
     const config = loadConfig({ CONFIG_FILE: file('plant.yaml', YAML) });
-    expect(config).toMatchObject({ mqttPort: 1884, upstreamModel: 'small', fairShare: false, adminToken: '0123456789abcdef-secret', redisUrl: 'redis://:hunter2@redis.plant:6379' });
+    expect(config).toMatchObject({
+      mqttPort: 1884,
+      upstreamModel: 'small',
+      fairShare: false,
+      adminToken: '0123456789abcdef-secret',
+      redisUrl: 'redis://:hunter2@redis.plant:6379',
+    });
     expect(Object.keys(config.file.templates)).toEqual(['defect-check']);
     expect(config.file.budgets.limits.map((l) => l.name)).toEqual(['fleet-day']);
   });
 
   it('reads the same file written as JSON the same way', () => {
-    const json = { settings: { MQTT_PORT: 1884, UPSTREAM_MODEL: 'small', FAIR_SHARE: false }, templates: { t: { messages: [{ role: 'user', content: 'x' }] } } };
+    const json = {
+      settings: { MQTT_PORT: 1884, UPSTREAM_MODEL: 'small', FAIR_SHARE: false },
+      templates: { t: { messages: [{ role: 'user', content: 'x' }] } },
+    };
     const fromJson = loadConfig({ CONFIG_FILE: file('plant.json', JSON.stringify(json, null, 2)) });
-    const fromYaml = loadConfig({ CONFIG_FILE: file('plant.yml', 'settings: { MQTT_PORT: 1884, UPSTREAM_MODEL: small, FAIR_SHARE: false }\ntemplates:\n  t:\n    messages: [{ role: user, content: x }]\n') });
+    const fromYaml = loadConfig({
+      CONFIG_FILE: file(
+        'plant.yml',
+        'settings: { MQTT_PORT: 1884, UPSTREAM_MODEL: small, FAIR_SHARE: false }\ntemplates:\n  t:\n    messages: [{ role: user, content: x }]\n',
+      ),
+    });
     expect(fromJson.file).toEqual(fromYaml.file);
     expect([fromJson.mqttPort, fromJson.fairShare]).toEqual([1884, false]);
   });
@@ -126,7 +140,14 @@ describe('CONFIG_FILE settings', () => {
     const path = file('override.yaml', 'settings:\n  MQTT_PORT: 1884\n  HTTP_PORT: 9000\n  RATE_LIMIT_RPM: 60\n  REDIS_URL:\n');
     const { config, sources } = readConfiguration({ CONFIG_FILE: path, MQTT_PORT: '1999', HTTP_PORT: ' ' });
     expect(config).toMatchObject({ mqttPort: 1999, httpPort: 9000, rateLimitRpm: 60, queueMax: 10_000, redis: undefined });
-    expect(sources).toMatchObject({ MQTT_PORT: 'environment', HTTP_PORT: 'file', RATE_LIMIT_RPM: 'file', QUEUE_MAX: 'default', REDIS_URL: 'default', CONFIG_FILE: 'environment' });
+    expect(sources).toMatchObject({
+      MQTT_PORT: 'environment',
+      HTTP_PORT: 'file',
+      RATE_LIMIT_RPM: 'file',
+      QUEUE_MAX: 'default',
+      REDIS_URL: 'default',
+      CONFIG_FILE: 'environment',
+    });
   });
 
   it('a SIGHUP logs changed settings as needing a restart, by name and never by value', () => {

@@ -80,7 +80,13 @@ describe('loadConfig', () => {
     expect(loadConfig({}).redis).toBeUndefined();
     expect(loadConfig({ REDIS_URL: 'redis://h:6379' }).redis).toEqual({ url: 'redis://h:6379', sentinelName: 'mymaster' });
     const c = loadConfig({ REDIS_SENTINELS: 's1:26379, [::1]:26380', REDIS_SENTINEL_NAME: 'plant', REDIS_WAIT_REPLICAS: '1' });
-    expect(c.redis).toEqual({ sentinels: [{ host: 's1', port: 26379 }, { host: '::1', port: 26380 }], sentinelName: 'plant' });
+    expect(c.redis).toEqual({
+      sentinels: [
+        { host: 's1', port: 26379 },
+        { host: '::1', port: 26380 },
+      ],
+      sentinelName: 'plant',
+    });
     expect(c.redisWaitReplicas).toBe(1);
     expect(() => loadConfig({ REDIS_SENTINELS: 's1' })).toThrow('REDIS_SENTINELS: "s1" is not host:port');
     expect(() => loadConfig({ REDIS_WAIT_REPLICAS: '1' })).toThrow('REDIS_WAIT_REPLICAS: needs Redis: set REDIS_URL or REDIS_SENTINELS');

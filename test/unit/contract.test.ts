@@ -53,7 +53,18 @@ describe('InferRequestSchema: chat', () => {
     expect(violation({ id: 'c2', messages: [{ role: 'bot', content: 'hi' }] })).toBe(
       'messages.0.role: must be one of system, developer, user, assistant, tool, function',
     );
-    const openai = { user: 'x', n: 2, logprobs: true, top_logprobs: 1, max_completion_tokens: 8, frequency_penalty: 1, presence_penalty: -1, logit_bias: { '7': 1 }, tool_choice: 'none', parallel_tool_calls: true };
+    const openai = {
+      user: 'x',
+      n: 2,
+      logprobs: true,
+      top_logprobs: 1,
+      max_completion_tokens: 8,
+      frequency_penalty: 1,
+      presence_penalty: -1,
+      logit_bias: { '7': 1 },
+      tool_choice: 'none',
+      parallel_tool_calls: true,
+    };
     expect(parse({ id: 'c2', messages, ...openai })).toEqual({ id: 'c2', messages, ...openai });
   });
 
@@ -100,9 +111,7 @@ describe('InferRequestSchema: embeddings', () => {
     expect(violation({ id: 'e5', input: [] })).toBe('input: must hold at least one string');
     expect(violation({ id: 'e6', input: ['a', ''] })).toBe('input.1: must not be empty');
     expect(violation({ id: 'e7', input: Array.from({ length: MAX_EMBEDDING_INPUTS + 1 }, () => 'x') })).toMatch(/^input: /);
-    expect(violation({ id: 'e8', input: 42 })).toBe(
-      `input: must be a non-empty string or an array of 1 to ${MAX_EMBEDDING_INPUTS} non-empty strings`,
-    );
+    expect(violation({ id: 'e8', input: 42 })).toBe(`input: must be a non-empty string or an array of 1 to ${MAX_EMBEDDING_INPUTS} non-empty strings`);
     expect(violation({ id: 'e9', input: [1, 2] })).toMatch(/^input/);
   });
 
@@ -114,14 +123,11 @@ describe('InferRequestSchema: embeddings', () => {
     expect(violation({ id: 'e12', input: 'x', dimensions: 1.5 })).toMatch(/^dimensions: /);
   });
 
-  it.each(['max_tokens', 'temperature', 'top_p', 'stop', 'response_format', 'seed'])(
-    'refuses the chat parameter %s, naming it',
-    (field) => {
-      expect(violation({ id: 'e13', input: 'x', [field]: field === 'stop' ? '\n' : 1 })).toBe(
-        `${field}: ${field} applies to chat requests (messages), not to embeddings requests (input)`,
-      );
-    },
-  );
+  it.each(['max_tokens', 'temperature', 'top_p', 'stop', 'response_format', 'seed'])('refuses the chat parameter %s, naming it', (field) => {
+    expect(violation({ id: 'e13', input: 'x', [field]: field === 'stop' ? '\n' : 1 })).toBe(
+      `${field}: ${field} applies to chat requests (messages), not to embeddings requests (input)`,
+    );
+  });
 });
 
 describe('InferRequestSchema: exactly one of messages or input', () => {

@@ -267,7 +267,11 @@ describe('Dockerfile', () => {
     const runtime = lines.slice(runtimeAt);
     expect(runtime.some((l) => /^RUN npm ci\b.*--omit=dev/.test(l) && l.includes('--ignore-scripts'))).toBe(true);
     expect(runtime.some((l) => /^COPY --from=\S+ \/app\/dist \.\/dist$/.test(l))).toBe(true);
-    const user = runtime.filter((l) => l.startsWith('USER ')).at(-1)?.slice(5).trim();
+    const user = runtime
+      .filter((l) => l.startsWith('USER '))
+      .at(-1)
+      ?.slice(5)
+      .trim();
     expect(user).toBeDefined();
     expect(['root', '0', '0:0']).not.toContain(user);
     expect(lines.slice(0, runtimeAt).some((l) => l === 'RUN npm run build')).toBe(true);

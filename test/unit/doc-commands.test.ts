@@ -15,7 +15,9 @@ const BINS = Object.keys(pkg.bin);
 
 /** Every Markdown file a user reads: the README, docs/, the benchmark's README and notes, the changelog. */
 export function userDocs(): string[] {
-  const docs = readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`);
+  const docs = readdirSync(join(ROOT, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .map((name) => `docs/${name}`);
   return ['README.md', 'CHANGELOG.md', 'bench/README.md', 'bench/NOTES.md', ...docs];
 }
 
@@ -32,14 +34,15 @@ export function shownNpmRuns(): Shown[] {
   for (const file of userDocs()) {
     const code = [...read(file).matchAll(/```[^\n]*\n([\s\S]*?)```|`([^`\n]+)`/g)].map((m) => m[1] ?? m[2] ?? '');
     for (const line of code.flatMap((c) => c.split('\n'))) {
-      for (const m of line.matchAll(/npm run (?:-s )?([a-z][a-z0-9:-]*)([^|&;)]*)/g)) shown.push({ file, script: m[1] as string, rest: (m[2] ?? '').replace(/#.*$/, '').trim() });
+      for (const m of line.matchAll(/npm run (?:-s )?([a-z][a-z0-9:-]*)([^|&;)]*)/g))
+        shown.push({ file, script: m[1] as string, rest: (m[2] ?? '').replace(/#.*$/, '').trim() });
     }
   }
   return shown;
 }
 
 describe('documented commands', () => {
-  it('never run one of the package\'s own bins through npx or npm exec', () => {
+  it("never run one of the package's own bins through npx or npm exec", () => {
     const own = new RegExp(`\\b(?:npx|npm exec)(?: [-\\w]+)* (?:-- )?(${BINS.join('|')})\\b`);
     for (const file of userDocs()) {
       const lines = read(file).split('\n');

@@ -20,8 +20,8 @@ const row = (markdown: string, variable: string): string => markdown.split('\n')
 describe('the docs and the code agree on', () => {
   it("ADMIN_TOKEN's minimum length, in the configuration table, the contract and --help", () => {
     const accepts = (length: number): boolean => EnvSchema.shape.ADMIN_TOKEN.safeParse('x'.repeat(length)).success;
-    const documented = [row(read('docs/configuration.md'), 'ADMIN_TOKEN'), row(read('docs/CONTRACT.md'), 'ADMIN_TOKEN'), helpText()].map(
-      (text) => Number(/ADMIN_TOKEN[\s\S]*?at least (\d+) characters/.exec(text)?.[1]),
+    const documented = [row(read('docs/configuration.md'), 'ADMIN_TOKEN'), row(read('docs/CONTRACT.md'), 'ADMIN_TOKEN'), helpText()].map((text) =>
+      Number(/ADMIN_TOKEN[\s\S]*?at least (\d+) characters/.exec(text)?.[1]),
     );
     const [minimum] = documented;
     expect(documented).toEqual([minimum, minimum, minimum]);
@@ -31,7 +31,13 @@ describe('the docs and the code agree on', () => {
 
   it('queue_full: always with retry_after_ms, 1 to 10 s from the overload guards, as the README says', () => {
     expect(row(read('README.md'), 'queue_full')).toMatch(/always with `retry_after_ms`: 1000 for a full queue, 1000 to 10000 while shedding/);
-    for (const [asked, given] of [[0, 1000], [Number.NaN, 1000], [2500.4, 2500], [60_000, 10_000], [Number.POSITIVE_INFINITY, 10_000]] as const) {
+    for (const [asked, given] of [
+      [0, 1000],
+      [Number.NaN, 1000],
+      [2500.4, 2500],
+      [60_000, 10_000],
+      [Number.POSITIVE_INFINITY, 10_000],
+    ] as const) {
       expect(overloaded('cause', asked).retryAfterMs, String(asked)).toBe(given);
     }
   });

@@ -58,7 +58,9 @@ describe('hints', () => {
     const d = emptyDiagnosis(true);
     expect(hints(d, 3)).toEqual([]);
     noteDisconnect(d, 'sim-2', 'connection closed by the broker');
-    expect(hints(d, 3)).toEqual([expect.stringMatching(/^the broker closed 1 connection\(s\) during the run \(first: sim-2: connection closed by the broker\)/)]);
+    expect(hints(d, 3)).toEqual([
+      expect.stringMatching(/^the broker closed 1 connection\(s\) during the run \(first: sim-2: connection closed by the broker\)/),
+    ]);
   });
 
   it('nothing answered: what the status topic said', () => {

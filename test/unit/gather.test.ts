@@ -7,10 +7,12 @@ describe('Gather', () => {
     const gather = new Gather(5);
     const started: number[] = [];
     const tick = { n: 0 };
-    const call = (n: number, fail = false) => () => {
-      started.push(tick.n);
-      return fail ? Promise.reject(new Error(`call ${n}`)) : Promise.resolve(n);
-    };
+    const call =
+      (n: number, fail = false) =>
+      () => {
+        started.push(tick.n);
+        return fail ? Promise.reject(new Error(`call ${n}`)) : Promise.resolve(n);
+      };
     const a = gather.run(call(1));
     const b = gather.run(call(2, true));
     await new Promise((r) => setTimeout(r, 1));

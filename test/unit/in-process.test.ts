@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const UNIT = dirname(fileURLToPath(import.meta.url));
-const STARTS_A_PROGRAM = /node:child_process|startMosquitto|startPrivateRedis|startServiceProcess|startSentinel|helpers\/mosquitto-clients|BROKER_MODES|mode: 'external'/;
+const STARTS_A_PROGRAM =
+  /node:child_process|startMosquitto|startPrivateRedis|startServiceProcess|startSentinel|helpers\/mosquitto-clients|BROKER_MODES|mode: 'external'/;
 
 describe('test/unit/', () => {
   it('holds no test that starts a program', () => {

@@ -56,13 +56,15 @@ describe('folder layering', () => {
     expect(circles(edges)).toEqual([]);
   });
 
-  it('keeps client/ on contract/ alone, and at run time on mqtt and the contract\'s names only: device code installs nothing more', () => {
+  it("keeps client/ on contract/ alone, and at run time on mqtt and the contract's names only: device code installs nothing more", () => {
     expect([...(edges.get('client') ?? [])]).toEqual(['contract']);
     const runtime = sourceFiles(join(ROOT, 'client'), ['.']).flatMap((file) =>
       [...readFileSync(file, 'utf8').matchAll(/^(?:import|export) (?!type )[^;]*?from '([^']+)'/gm)].map((m) => m[1] as string),
     );
     expect(runtime.length).toBeGreaterThan(0);
-    expect(runtime.filter((target) => !target.startsWith('./') && !target.startsWith('node:') && !['mqtt', '../contract/names.js'].includes(target))).toEqual([]);
+    expect(runtime.filter((target) => !target.startsWith('./') && !target.startsWith('node:') && !['mqtt', '../contract/names.js'].includes(target))).toEqual(
+      [],
+    );
   });
 
   it('keeps scada-sim/ on contract/ alone: it reads what SCADA reads, as an outside host would', () => {
@@ -115,7 +117,7 @@ describe('file imports', () => {
     expect([...new Set(used)].sort()).toEqual(['broker/auth.ts', 'broker/broker.ts', 'broker/cluster.ts']);
   });
 
-  it('leaves the defaults of the broker\'s limits to the bridge\'s schema: broker/ fills in no config value', () => {
+  it("leaves the defaults of the broker's limits to the bridge's schema: broker/ fills in no config value", () => {
     const filled = sourceFiles(ROOT, ['broker']).flatMap((file) =>
       [...readFileSync(file, 'utf8').matchAll(/\bconfig\.(\w+)\s*\?\?/g)].map((m) => `${relative(ROOT, file)}: ${m[1]}`),
     );
@@ -134,7 +136,11 @@ describe('bridge/ layering', () => {
   });
 
   it('never imports an earlier stage of the request', () => {
-    const backwards = STAGES.flatMap((stage, i) => importsOf(stage).filter((t) => STAGES.indexOf(t) >= 0 && STAGES.indexOf(t) < i).map((t) => `${stage} → ${t}`));
+    const backwards = STAGES.flatMap((stage, i) =>
+      importsOf(stage)
+        .filter((t) => STAGES.indexOf(t) >= 0 && STAGES.indexOf(t) < i)
+        .map((t) => `${stage} → ${t}`),
+    );
     expect(backwards).toEqual([]);
   });
 
@@ -161,7 +167,9 @@ describe('bridge/ layering', () => {
   });
 
   it('lets subfolders import from bridge/ itself only the shared logger and version', () => {
-    const wiring = imports(bridge, bridge).filter(([from, to]) => from.includes('/') && !to.includes('/') && !to.startsWith('..') && !SHARED_ROOT_FILES.includes(to));
+    const wiring = imports(bridge, bridge).filter(
+      ([from, to]) => from.includes('/') && !to.includes('/') && !to.startsWith('..') && !SHARED_ROOT_FILES.includes(to),
+    );
     expect(wiring).toEqual([]);
   });
 });

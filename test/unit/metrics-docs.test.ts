@@ -34,7 +34,10 @@ function documentedMetrics(): Map<string, Documented> {
   const rows = new Map<string, Documented>();
   for (const line of lines.slice(start + 2)) {
     if (!line.startsWith('|')) break;
-    const [name, type, labels] = line.split('|').slice(1).map((cell) => cell.trim());
+    const [name, type, labels] = line
+      .split('|')
+      .slice(1)
+      .map((cell) => cell.trim());
     // Label values are named in parentheses after their label: drop them, keep the labels.
     let bare = labels ?? '';
     while (/\([^()]*\)/.test(bare)) bare = bare.replace(/\([^()]*\)/g, '');

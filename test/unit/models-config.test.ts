@@ -103,7 +103,7 @@ describe('a request estimate and its bounds', () => {
     expect(estimateOf({ id: 'e', input: 'x' } as InferRequest, 8, base)).toEqual({ prompt: 2, completion: 0 });
   });
 
-  it('refuses max_tokens or max_completion_tokens over MAX_TOKENS_CAP, or over the model\'s own cap, naming the field and the limit', () => {
+  it("refuses max_tokens or max_completion_tokens over MAX_TOKENS_CAP, or over the model's own cap, naming the field and the limit", () => {
     expect(base.maxTokensCap).toBe(16_384);
     expect(estimateOf(chat({ max_tokens: 16_384 }), 10, base).completion).toBe(16_384);
     expect(refusal(() => estimateOf(chat({ max_tokens: 16_385 }), 10, base))).toBe('max_tokens: 16385 is over the cap of 16384 (MAX_TOKENS_CAP)');
@@ -119,7 +119,9 @@ describe('a request estimate and its bounds', () => {
     expect(refusal(() => estimateOf(chat({ max_tokens: 2000, n: 5 }), 400, tpm))).toBe(
       'max_tokens: 2000 × n 5 with a prompt of ~100 tokens is 10100 tokens, over RATE_LIMIT_TPM (10000), which one call may use at most',
     );
-    expect(refusal(() => estimateOf({ id: 'e', input: 'x'.repeat(50_000) } as InferRequest, 50_020, tpm))).toMatch(/^input: its estimate of 12505 tokens is over RATE_LIMIT_TPM \(10000\)/);
+    expect(refusal(() => estimateOf({ id: 'e', input: 'x'.repeat(50_000) } as InferRequest, 50_020, tpm))).toMatch(
+      /^input: its estimate of 12505 tokens is over RATE_LIMIT_TPM \(10000\)/,
+    );
   });
 
   it('with onlyListedModels, refuses a model not listed and names at most ten allowed ones', () => {

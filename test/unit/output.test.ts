@@ -64,7 +64,11 @@ describe('answer check and its violation', () => {
   const checks = new OutputChecks();
   const schema = outputJsonSchema(OutputSchema.parse(OUTPUT));
   checks.registerTemplate(schema, { name: 'defect', schema, instruction: '' });
-  const request: ChatRequest = { id: 'r', messages: [{ role: 'user', content: 'x' }], response_format: { type: 'json_schema', json_schema: { name: 'defect', schema } } };
+  const request: ChatRequest = {
+    id: 'r',
+    messages: [{ role: 'user', content: 'x' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'defect', schema } },
+  };
   const check = checks.forRequest(request);
   const good = { burr_mm: 0.31, reject: true, grade: 'A', note: null, count: 2 };
   const violation = (answer: unknown): string => {
@@ -103,7 +107,11 @@ describe("a device's own schema", () => {
   const object = (properties: Record<string, unknown>) => ({ type: 'object', properties, required: Object.keys(properties) });
 
   it('is compiled inside the safe subset: nested objects and arrays of scalars with bounds', () => {
-    expect(safeSchema(object({ a: { type: 'string', maxLength: 4 }, b: { type: 'array', items: object({ c: { type: ['integer', 'null'], minimum: 0 } }), maxItems: 3 } }))).toBe(true);
+    expect(
+      safeSchema(
+        object({ a: { type: 'string', maxLength: 4 }, b: { type: 'array', items: object({ c: { type: ['integer', 'null'], minimum: 0 } }), maxItems: 3 } }),
+      ),
+    ).toBe(true);
     expect(safeSchema(object({ e: { type: 'string', enum: ['x', null] } }))).toBe(true);
   });
 
@@ -133,7 +141,10 @@ describe("a device's own schema", () => {
     expect(checks.forRequest(ask(0))).toBe(first);
     for (let i = 1; i < 10; i++) checks.forRequest(ask(i));
     expect(checks.deviceEntries).toBe(4);
-    const patterned = { ...ask(99), response_format: { type: 'json_schema' as const, json_schema: { name: 's', schema: object({ a: { type: 'string', pattern: 'a' } }) } } };
+    const patterned = {
+      ...ask(99),
+      response_format: { type: 'json_schema' as const, json_schema: { name: 's', schema: object({ a: { type: 'string', pattern: 'a' } }) } },
+    };
     expect(checks.forRequest(patterned)).toBeUndefined();
   });
 });

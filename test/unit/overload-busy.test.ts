@@ -26,7 +26,7 @@ function shedderWithWindows(overloadDelayMs = 100): { window(delayMs: number, bu
   };
 }
 
-describe('LoadShedder: the event-loop guard follows the bridge\'s own backlog', () => {
+describe("LoadShedder: the event-loop guard follows the bridge's own backlog", () => {
   it('sheds nothing while the loop is late but idle (another program has the CPU), however late', () => {
     const s = shedderWithWindows();
     for (const delayMs of [300, 350, 900, 250, 5000]) {

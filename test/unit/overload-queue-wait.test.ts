@@ -18,20 +18,29 @@ describe('LoadShedder: queue-wait guard', () => {
     const s = setup(100, 1000, 1000);
     waitWindow(s, [['normal', 1000]]); // at the threshold is not over it
     expect(shedPriorities(s)).toEqual([]);
-    waitWindow(s, [['normal', 1200], ['normal', 1300]]);
+    waitWindow(s, [
+      ['normal', 1200],
+      ['normal', 1300],
+    ]);
     expect(shedPriorities(s)).toEqual(['normal', 'low']);
     expect(shedPriorities(s).map((p) => s.shedBy(p))).toEqual(['queue_wait', 'queue_wait']);
   });
 
   it('reads the shortest wait of a window: one job put back after a crash does not trip it', () => {
     const s = setup(100, 1000, 1000);
-    waitWindow(s, [['normal', 60_000], ['normal', 20]]);
+    waitWindow(s, [
+      ['normal', 60_000],
+      ['normal', 20],
+    ]);
     expect(shedPriorities(s)).toEqual([]);
   });
 
   it('sheds a priority for its own wait and for the wait of those above it, high only over twice, never critical', () => {
     const low = setup(100, 1000, 1000);
-    waitWindow(low, [['low', 5000], ['normal', 10]]);
+    waitWindow(low, [
+      ['low', 5000],
+      ['normal', 10],
+    ]);
     expect(shedPriorities(low)).toEqual(['low']);
 
     const high = setup(100, 1000, 1000);
@@ -96,12 +105,18 @@ describe('LoadShedder: queue-wait guard', () => {
 
   it('answers with the wait, the threshold and a retry_after_ms of the wait (1 to 10 s), and counts the reason', () => {
     const s = setup(100, 1000, 1000);
-    waitWindow(s, [['normal', 1800.4], ['low', 700]]);
+    waitWindow(s, [
+      ['normal', 1800.4],
+      ['low', 700],
+    ]);
     expect(s.shedder.check('normal')?.message).toBe('bridge overloaded (queue wait 1800 ms, OVERLOAD_QUEUE_WAIT_MS 1000): retry later');
     expect(s.shedder.check('normal')?.retryAfterMs).toBe(1800);
     // low is shed for normal's wait (its own is under the threshold).
     expect(s.shedder.check('low')?.message).toContain('queue wait 1800 ms');
-    waitWindow(s, [['normal', 60_000], ['low', 60_000]]);
+    waitWindow(s, [
+      ['normal', 60_000],
+      ['low', 60_000],
+    ]);
     expect(s.shedder.check('low')?.retryAfterMs).toBe(10_000);
     expect(s.observed.shed.filter(([, reason]) => reason === 'queue_wait').length).toBe(4);
     const short = setup(100, 1000, 300);
@@ -111,7 +126,11 @@ describe('LoadShedder: queue-wait guard', () => {
 
   it('is off by default and with OVERLOAD_QUEUE_WAIT_MS 0', () => {
     const s = setup(100, 1000, 0);
-    for (let i = 0; i < 5; i += 1) waitWindow(s, [['normal', 60_000], ['low', 60_000]]);
+    for (let i = 0; i < 5; i += 1)
+      waitWindow(s, [
+        ['normal', 60_000],
+        ['low', 60_000],
+      ]);
     expect(shedPriorities(s)).toEqual([]);
   });
 });

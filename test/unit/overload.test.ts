@@ -73,12 +73,7 @@ describe('LoadShedder: admissions in flight', () => {
     expect(shedPriorities(s)).toEqual([]);
     s.shedder.admissionStarted();
     expect(s.shedder.pendingAdmissions).toBe(2);
-    expect((['critical', 'high', 'normal', 'low'] as const).map((p) => s.shedBy(p))).toEqual([
-      'admissions',
-      'admissions',
-      'admissions',
-      'admissions',
-    ]);
+    expect((['critical', 'high', 'normal', 'low'] as const).map((p) => s.shedBy(p))).toEqual(['admissions', 'admissions', 'admissions', 'admissions']);
     expect(s.shedder.check('critical')?.retryAfterMs).toBe(1000);
     s.shedder.admissionEnded();
     expect(shedPriorities(s)).toEqual([]);

@@ -1,18 +1,7 @@
 // The provider chain against real HTTP upstreams (the upstream simulator on free ports):
 // failover to the next provider, circuit breaking, malformed and slow answers.
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  call,
-  chain,
-  closeChainsAndSims,
-  closedPortUrl,
-  COOLDOWN_MS,
-  failureOf,
-  modelsSeen,
-  provider,
-  sim,
-  sleep,
-} from '../helpers/provider-chain.js';
+import { call, chain, closeChainsAndSims, closedPortUrl, COOLDOWN_MS, failureOf, modelsSeen, provider, sim, sleep } from '../helpers/provider-chain.js';
 
 afterEach(closeChainsAndSims);
 

@@ -5,14 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { createLogger } from '../../bridge/logger.js';
 import { logSink } from '../helpers/log-sink.js';
-import {
-  call,
-  chain,
-  closeChainsAndSims,
-  failureOf,
-  provider,
-  sim,
-} from '../helpers/provider-chain.js';
+import { call, chain, closeChainsAndSims, failureOf, provider, sim } from '../helpers/provider-chain.js';
 import { waitUntil } from '../helpers/wait.js';
 
 afterEach(closeChainsAndSims);
@@ -78,7 +71,8 @@ describe('ProviderChain: keys', () => {
   it('keeps a key in rotation when only a model it may not use is refused, and fails those requests alone', async () => {
     const primary = await sim({ refusedModels: [{ key: 'sk-a-aaaa', model: 'gpt-forbidden' }] });
     const c = chain([provider('primary', primary.url, { apiKeys: ['sk-a-aaaa'] })]);
-    const forbidden = (): ReturnType<typeof call> => call({ requestedModel: 'gpt-forbidden', body: { model: 'gpt-forbidden', messages: [{ role: 'user', content: 'x' }] } });
+    const forbidden = (): ReturnType<typeof call> =>
+      call({ requestedModel: 'gpt-forbidden', body: { model: 'gpt-forbidden', messages: [{ role: 'user', content: 'x' }] } });
     const refusals = await Promise.all(Array.from({ length: 8 }, () => failureOf(c.call(forbidden()))));
     expect(refusals.map((e) => e.code)).toEqual(Array<string>(8).fill('invalid_request'));
     expect(refusals[0]?.message).toContain('the upstream refused the request: 403');
@@ -99,7 +93,12 @@ describe('ProviderChain: keys', () => {
     primary.setOptions({ revokedKeys: [] });
     await c.call(call());
     await c.call(call());
-    expect(primary.requests.slice(-2).map((r) => r.headers['authorization']).sort()).toEqual(['Bearer sk-a-aaaa', 'Bearer sk-b-bbbb']);
+    expect(
+      primary.requests
+        .slice(-2)
+        .map((r) => r.headers['authorization'])
+        .sort(),
+    ).toEqual(['Bearer sk-a-aaaa', 'Bearer sk-b-bbbb']);
   });
 
   it('sets a key aside after refusals for several models when the probe cannot tell (no GET /models)', async () => {
@@ -147,15 +146,12 @@ describe('ProviderChain: keys', () => {
     for (let i = 0; i < 6; i += 1) await c.call(call({ onRateLimited: (ms) => paused.push(ms) }));
     // Another key was ready: the fleet was never paused.
     expect(paused).toEqual([]);
-    expect(primary.requests.map((r) => r.headers['authorization'])).toEqual([
-      'Bearer sk-a-aaaa',
-      ...Array<string>(7).fill('Bearer sk-b-bbbb'),
-    ]);
+    expect(primary.requests.map((r) => r.headers['authorization'])).toEqual(['Bearer sk-a-aaaa', ...Array<string>(7).fill('Bearer sk-b-bbbb')]);
     expect(c.health()[0]?.keys).toMatchObject({ total: 2, healthy: 1, cooling: 1, revoked: 0 });
     expect(c.health()[0]?.keys.list.map((k) => k.state)).toEqual(['cooling', 'healthy']);
   });
 
-  it('moves to the fallback when the primary\'s only key is rate-limited, without pausing the fleet', async () => {
+  it("moves to the fallback when the primary's only key is rate-limited, without pausing the fleet", async () => {
     const primary = await sim();
     const fallback = await sim();
     primary.script({ status: 429, retryAfterS: 5 });

@@ -4,16 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Priority } from '../../contract/index.js';
 import type { UpstreamCall } from '../../bridge/upstream/call.js';
 import { simEmbedding } from '../../upstream-sim/sim.js';
-import {
-  call,
-  chain,
-  closeChainsAndSims,
-  closedPortUrl,
-  failureOf,
-  modelsSeen,
-  provider,
-  sim,
-} from '../helpers/provider-chain.js';
+import { call, chain, closeChainsAndSims, closedPortUrl, failureOf, modelsSeen, provider, sim } from '../helpers/provider-chain.js';
 
 afterEach(closeChainsAndSims);
 
@@ -68,9 +59,9 @@ describe('ProviderChain: routing by priority', () => {
   });
 
   it('refuses a route to an unknown provider', () => {
-    expect(() =>
-      chain([provider('primary', 'http://127.0.0.1:1/v1')], { routing: { low: { provider: 'nope', model: undefined } } }),
-    ).toThrow(/routing\.low: unknown provider "nope"/);
+    expect(() => chain([provider('primary', 'http://127.0.0.1:1/v1')], { routing: { low: { provider: 'nope', model: undefined } } })).toThrow(
+      /routing\.low: unknown provider "nope"/,
+    );
   });
 });
 
@@ -98,7 +89,7 @@ describe('ProviderChain: embeddings', () => {
     expect(seen?.body).toEqual({ model: 'text-embedding-3-small', input: 'scratch on part 7', dimensions: 16, encoding_format: 'float' });
   });
 
-  it('returns an array input\'s vectors in input order, sorted by `index`', async () => {
+  it("returns an array input's vectors in input order, sorted by `index`", async () => {
     const primary = await sim();
     primary.script({
       status: 200,
@@ -121,7 +112,7 @@ describe('ProviderChain: embeddings', () => {
     expect(result.usage).toEqual({ prompt_tokens: 3, completion_tokens: 0, total_tokens: 3 });
   });
 
-  it('never sends a provider\'s own (chat) model, nor a priority route\'s model; the model map applies', async () => {
+  it("never sends a provider's own (chat) model, nor a priority route's model; the model map applies", async () => {
     const fallback = await sim();
     const c = chain([provider('primary', await closedPortUrl()), provider('fallback', fallback.url, { model: 'fallback-chat-model' })], {
       routing: { low: { provider: 'fallback', model: 'cheap-chat-model' } },
@@ -143,7 +134,16 @@ describe('ProviderChain: embeddings', () => {
   it('turns malformed embeddings answers into upstream_error, retried like chat ones', async () => {
     const primary = await sim();
     const wrongCount = { status: 200, body: { data: [{ index: 0, embedding: [1] }], model: 'm' } };
-    const base64 = { status: 200, body: { data: [{ index: 0, embedding: 'AAAAAA==' }, { index: 1, embedding: 'AAAAAA==' }], model: 'm' } };
+    const base64 = {
+      status: 200,
+      body: {
+        data: [
+          { index: 0, embedding: 'AAAAAA==' },
+          { index: 1, embedding: 'AAAAAA==' },
+        ],
+        model: 'm',
+      },
+    };
     primary.script({ malformed: true }, wrongCount, base64);
     const c = chain([provider('primary', primary.url)], { breaker: undefined });
     const err = await failureOf(c.call(embeddingsCall(['a', 'b'])));

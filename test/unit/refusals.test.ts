@@ -9,7 +9,13 @@ function logged(): { lines: string[]; logger: ReturnType<typeof createLogger> } 
   const lines: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      lines.push(...chunk.toString().split('\n').filter(Boolean).map((l) => String((JSON.parse(l) as { msg: string }).msg)));
+      lines.push(
+        ...chunk
+          .toString()
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => String((JSON.parse(l) as { msg: string }).msg)),
+      );
       done();
     },
   });

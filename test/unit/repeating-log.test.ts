@@ -76,7 +76,10 @@ describe('repeating log', () => {
   it('keeps the stack of an unexpected error', () => {
     const fields = errorFields(new TypeError('x is undefined'));
     expect(fields.err).toBeInstanceOf(TypeError);
-    expect(errorFields(Object.assign(new Error('Redis is not answering'), { code: 'unavailable' }))).toEqual({ err: 'Redis is not answering', code: 'unavailable' });
+    expect(errorFields(Object.assign(new Error('Redis is not answering'), { code: 'unavailable' }))).toEqual({
+      err: 'Redis is not answering',
+      code: 'unavailable',
+    });
     expect(errorFields(new Error('Connection is closed.'))).toEqual({ err: 'Connection is closed.' });
   });
 });

@@ -13,9 +13,45 @@ function random(seed: number): () => number {
 }
 
 const ODD_VALUES: unknown[] = [
-  '', 'x', 'a'.repeat(65), 'a'.repeat(257), 'bad id!', 0, -1, 1.5, 2.5, 3, 2 ** 53, -0, 1e308, true, false, null, [], {}, ['x'], [{ type: 'text', text: 't' }],
+  '',
+  'x',
+  'a'.repeat(65),
+  'a'.repeat(257),
+  'bad id!',
+  0,
+  -1,
+  1.5,
+  2.5,
+  3,
+  2 ** 53,
+  -0,
+  1e308,
+  true,
+  false,
+  null,
+  [],
+  {},
+  ['x'],
+  [{ type: 'text', text: 't' }],
 ];
-const FIELDS = ['id', 'model', 'lock', 'ttl_ms', 'cache', 'messages', 'max_tokens', 'temperature', 'top_p', 'seed', 'stop', 'response_format', 'user', 'input', 'dimensions', '__proto__'];
+const FIELDS = [
+  'id',
+  'model',
+  'lock',
+  'ttl_ms',
+  'cache',
+  'messages',
+  'max_tokens',
+  'temperature',
+  'top_p',
+  'seed',
+  'stop',
+  'response_format',
+  'user',
+  'input',
+  'dimensions',
+  '__proto__',
+];
 
 function variation(next: () => number): unknown {
   const pick = <T>(list: readonly T[]): T => list[Math.floor(next() * list.length)] as T;

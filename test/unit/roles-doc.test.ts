@@ -17,7 +17,9 @@ const identity = (role: Role): Identity => ({ role, deviceId: role === 'device' 
 
 /** The code spans of a piece of Markdown outside parentheses (remarks), placeholders filled in. */
 const spans = (text: string): string[] =>
-  [...text.replace(/\([^)]*\)/g, '').matchAll(/`([^`]+)`/g)].map((m) => (m[1] as string).replaceAll('{own id}', DEVICE).replaceAll('{ownId}', DEVICE).replaceAll('{uns root}', ROOT_TOPIC));
+  [...text.replace(/\([^)]*\)/g, '').matchAll(/`([^`]+)`/g)].map((m) =>
+    (m[1] as string).replaceAll('{own id}', DEVICE).replaceAll('{ownId}', DEVICE).replaceAll('{uns root}', ROOT_TOPIC),
+  );
 
 /** role → [publish, subscribe] from the `| role | may publish | may subscribe |` table. */
 function roleTable(markdown: string): Map<string, [string[], string[]]> {

@@ -116,7 +116,7 @@ describe('JobRunner: each attempt settles its own reservation', () => {
     expect(settled).toEqual([['c2', 0]]);
   });
 
-  it('a failure before any attempt (no provider available) settles the claim\'s call to 0', async () => {
+  it("a failure before any attempt (no provider available) settles the claim's call to 0", async () => {
     const { settled } = await run(upstreamOf([], new BridgeError('upstream_error', 'no provider available')));
     expect(settled).toEqual([['c1', 0]]);
   });

@@ -72,7 +72,10 @@ describe('SessionChecker: Sparkplug sessions', () => {
   });
 
   it('accepts seq wrapping from 255 to 0', () => {
-    const messages: Array<[string, Buffer, string?]> = [['NBIRTH', nbirth(7)], ['DBIRTH', dbirth(1), 'cam1']];
+    const messages: Array<[string, Buffer, string?]> = [
+      ['NBIRTH', nbirth(7)],
+      ['DBIRTH', dbirth(1), 'cam1'],
+    ];
     for (let seq = 2; seq <= 258; seq += 1) messages.push(['DDATA', ddata(seq % 256, [metric({ alias: 12, type: 'Int64', value: seq })]), 'cam1']);
     const checker = run(messages);
     expect(checker.violations).toEqual([]);
@@ -105,7 +108,11 @@ describe('SessionChecker: Sparkplug sessions', () => {
     const result = checker.feed(topic('NDATA'), encode({ timestamp: T, seq: 1, metrics: [] }), false, T);
     expect(result.violations.map((v) => v.kind)).toEqual(['data_before_birth']);
     expect(result.rebirth).toEqual({ group: 'plant', node: 'edge' });
-    for (const [type, device] of [['DBIRTH', 'cam1'], ['DDATA', 'cam1'], ['DDEATH', 'cam1']] as const) {
+    for (const [type, device] of [
+      ['DBIRTH', 'cam1'],
+      ['DDATA', 'cam1'],
+      ['DDEATH', 'cam1'],
+    ] as const) {
       expect(run([[type, dbirth(1), device]]).first()?.kind, type).toBe('data_before_birth');
     }
   });
@@ -121,20 +128,36 @@ describe('SessionChecker: Sparkplug sessions', () => {
   });
 
   it('names data after the node death, before a new birth', () => {
-    const checker = run([['NBIRTH', nbirth(1)], ['NDEATH', ndeath(1)], ['NDATA', encode({ timestamp: T, seq: 1 })]]);
+    const checker = run([
+      ['NBIRTH', nbirth(1)],
+      ['NDEATH', ndeath(1)],
+      ['NDATA', encode({ timestamp: T, seq: 1 })],
+    ]);
     expect(checker.first()?.kind).toBe('data_before_birth');
   });
 
   it('names an NDEATH whose bdSeq is not the birth one, and ignores a stale one', () => {
-    const mismatch = run([['NBIRTH', nbirth(4)], ['NDEATH', ndeath(5)]]);
+    const mismatch = run([
+      ['NBIRTH', nbirth(4)],
+      ['NDEATH', ndeath(5)],
+    ]);
     expect(mismatch.first()).toMatchObject({ kind: 'bdseq_mismatch' });
     expect(mismatch.nodeStates()[0]?.online).toBe(true);
 
     // The old connection's will (bdSeq 3) arrives after the new session's birth (bdSeq 4).
-    const stale = run([['NBIRTH', nbirth(3)], ['NBIRTH', nbirth(4)], ['NDEATH', ndeath(3)]]);
+    const stale = run([
+      ['NBIRTH', nbirth(3)],
+      ['NBIRTH', nbirth(4)],
+      ['NDEATH', ndeath(3)],
+    ]);
     expect(stale.violations).toEqual([]);
     expect(stale.nodeStates()[0]?.online).toBe(true);
-    expect(run([['NBIRTH', nbirth(0)], ['NDEATH', ndeath(255)]]).violations).toEqual([]);
+    expect(
+      run([
+        ['NBIRTH', nbirth(0)],
+        ['NDEATH', ndeath(255)],
+      ]).violations,
+    ).toEqual([]);
   });
 
   it('names an NBIRTH without bdSeq', () => {
@@ -143,7 +166,10 @@ describe('SessionChecker: Sparkplug sessions', () => {
   });
 
   it('names an alias the birth did not declare, and a metric it did not list', () => {
-    const base: Array<[string, Buffer, string?]> = [['NBIRTH', nbirth(1)], ['DBIRTH', dbirth(1), 'cam1']];
+    const base: Array<[string, Buffer, string?]> = [
+      ['NBIRTH', nbirth(1)],
+      ['DBIRTH', dbirth(1), 'cam1'],
+    ];
     const alias = run([...base, ['DDATA', ddata(2, [metric({ alias: 99, type: 'Double', value: 1 })]), 'cam1']]);
     expect(alias.first()).toMatchObject({ kind: 'unknown_alias' });
     expect(alias.first()?.message).toContain('alias 99');
@@ -152,16 +178,27 @@ describe('SessionChecker: Sparkplug sessions', () => {
   });
 
   it('names a type different from the birth', () => {
-    const checker = run([['NBIRTH', nbirth(1)], ['DBIRTH', dbirth(1), 'cam1'], ['DDATA', ddata(2, [metric({ alias: 11, type: 'String', value: 'x' })]), 'cam1']]);
+    const checker = run([
+      ['NBIRTH', nbirth(1)],
+      ['DBIRTH', dbirth(1), 'cam1'],
+      ['DDATA', ddata(2, [metric({ alias: 11, type: 'String', value: 'x' })]), 'cam1'],
+    ]);
     expect(checker.first()?.kind).toBe('type_changed');
     expect(checker.first()?.message).toContain('is String, its birth said Double');
   });
 
   it('names a metric without timestamp, in a birth or in data', () => {
     const noTs = { name: 'AI/inspect/ok', alias: 10, type: 'Boolean', value: true } as UMetric;
-    const inBirth = run([['NBIRTH', nbirth(1)], ['DBIRTH', encode({ timestamp: T, seq: 1, metrics: [noTs] }), 'cam1']]);
+    const inBirth = run([
+      ['NBIRTH', nbirth(1)],
+      ['DBIRTH', encode({ timestamp: T, seq: 1, metrics: [noTs] }), 'cam1'],
+    ]);
     expect(inBirth.first()?.kind).toBe('no_timestamp');
-    const inData = run([['NBIRTH', nbirth(1)], ['DBIRTH', dbirth(1), 'cam1'], ['DDATA', ddata(2, [{ alias: 10, type: 'Boolean', value: false } as UMetric]), 'cam1']]);
+    const inData = run([
+      ['NBIRTH', nbirth(1)],
+      ['DBIRTH', dbirth(1), 'cam1'],
+      ['DDATA', ddata(2, [{ alias: 10, type: 'Boolean', value: false } as UMetric]), 'cam1'],
+    ]);
     expect(inData.first()?.kind).toBe('no_timestamp');
   });
 
@@ -225,7 +262,8 @@ describe('SessionChecker: UNS payloads', () => {
 describe('SessionChecker: bounds', () => {
   it('keeps at most maxTags tags and maxViolations violations, counting the rest', () => {
     const checker = new SessionChecker({ unsRoot: 'r', maxTags: 2, maxViolations: 1 });
-    for (let i = 0; i < 3; i += 1) checker.feed(`r/t${i}`, Buffer.from(JSON.stringify({ data: { v: i }, quality: 'good', timestamp: T, requestId: 'x' })), false, T);
+    for (let i = 0; i < 3; i += 1)
+      checker.feed(`r/t${i}`, Buffer.from(JSON.stringify({ data: { v: i }, quality: 'good', timestamp: T, requestId: 'x' })), false, T);
     expect(checker.table()).toHaveLength(2);
     expect(checker.droppedTags).toBe(1);
     expect(checker.violations).toHaveLength(1);
@@ -255,9 +293,18 @@ describe('SessionChecker: DATA metrics without a datatype', () => {
       { alias: 2, longValue: '18446744073709551611' /* -5 as uint64 */, timestamp: T },
       { alias: 3, doubleValue: 2.5, timestamp: T },
     ]);
-    const checker = run([['NBIRTH', nbirth(1)], ['DBIRTH', birth, 'cam1'], ['DDATA', data, 'cam1']]);
+    const checker = run([
+      ['NBIRTH', nbirth(1)],
+      ['DBIRTH', birth, 'cam1'],
+      ['DDATA', data, 'cam1'],
+    ]);
     expect(checker.violations).toEqual([]);
-    expect(checker.table().filter((t) => t.source === 'plant/edge/cam1').map((t) => [t.metric, t.value])).toEqual([
+    expect(
+      checker
+        .table()
+        .filter((t) => t.source === 'plant/edge/cam1')
+        .map((t) => [t.metric, t.value]),
+    ).toEqual([
       ['d', 2.5],
       ['i32', -2],
       ['i64', -5],

@@ -4,7 +4,15 @@ import type { Tag } from '../../scada-sim/check.js';
 import { formatAge, formatEvent, formatTable } from '../../scada-sim/table.js';
 
 const NOW = 1_700_000_000_000;
-const tag = (over: Partial<Tag>): Tag => ({ source: 'plant/edge/cam1', metric: 'AI/t/x', value: 1, type: 'Double', quality: 'good', timestampMs: NOW, ...over });
+const tag = (over: Partial<Tag>): Tag => ({
+  source: 'plant/edge/cam1',
+  metric: 'AI/t/x',
+  value: 1,
+  type: 'Double',
+  quality: 'good',
+  timestampMs: NOW,
+  ...over,
+});
 
 describe('scada-sim table', () => {
   it('prints one row per tag with its value, quality and age', () => {

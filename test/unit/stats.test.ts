@@ -136,7 +136,10 @@ describe('report', () => {
 
     expect(lines[0]).toContain('2 devices, 10 req/s for 1 s, qos 1, mix critical=1,high=9,normal=80,low=10');
     expect(lines[1]).toMatch(/^priority\s+sent\s+ok\s+errors\s+lost\s+p50 ms\s+p95 ms\s+p99 ms\s+max ms\s+rate\/s$/);
-    const names = lines.filter((l) => /^\w/.test(l)).slice(2).map((l) => l.split(/\s+/)[0]);
+    const names = lines
+      .filter((l) => /^\w/.test(l))
+      .slice(2)
+      .map((l) => l.split(/\s+/)[0]);
     expect(names).toEqual(['critical', 'high', 'normal', 'low', 'overall']);
     const normal = lines.find((l) => l.startsWith('normal')) ?? '';
     expect(normal.split(/\s+/)).toEqual(['normal', '2', '1', 'expired=1', '0', '12.3', '250', '250', '250', '2.0']);

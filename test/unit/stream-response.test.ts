@@ -7,7 +7,7 @@ const event = (choices: unknown[], extra: Record<string, unknown> = {}): string 
   JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', model: 'm-1', choices, ...extra });
 
 describe('StreamedAnswer', () => {
-  it('joins every choice, hands on the first choice\'s text only, and keeps the usage', () => {
+  it("joins every choice, hands on the first choice's text only, and keeps the usage", () => {
     const seen: string[] = [];
     const answer = new StreamedAnswer((t) => seen.push(t));
     for (const data of [
@@ -15,7 +15,10 @@ describe('StreamedAnswer', () => {
       event([{ index: 0, delta: { content: 'Hel' }, logprobs: { content: [{ token: 'Hel', logprob: -0.1 }] } }]),
       event([{ index: 1, delta: { content: 'Other' } }]),
       event([{ index: 0, delta: { content: 'lo' }, logprobs: { content: [{ token: 'lo', logprob: -0.2 }] } }]),
-      event([{ index: 0, delta: {}, finish_reason: 'stop' }, { index: 1, delta: {}, finish_reason: 'length' }]),
+      event([
+        { index: 0, delta: {}, finish_reason: 'stop' },
+        { index: 1, delta: {}, finish_reason: 'length' },
+      ]),
       event([], { usage: { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 } }),
       '[DONE]',
     ]) {
@@ -26,9 +29,24 @@ describe('StreamedAnswer', () => {
       model: 'm-1',
       content: 'Hello',
       finish_reason: 'stop',
-      logprobs: { content: [{ token: 'Hel', logprob: -0.1 }, { token: 'lo', logprob: -0.2 }] },
+      logprobs: {
+        content: [
+          { token: 'Hel', logprob: -0.1 },
+          { token: 'lo', logprob: -0.2 },
+        ],
+      },
       choices: [
-        { index: 0, content: 'Hello', finish_reason: 'stop', logprobs: { content: [{ token: 'Hel', logprob: -0.1 }, { token: 'lo', logprob: -0.2 }] } },
+        {
+          index: 0,
+          content: 'Hello',
+          finish_reason: 'stop',
+          logprobs: {
+            content: [
+              { token: 'Hel', logprob: -0.1 },
+              { token: 'lo', logprob: -0.2 },
+            ],
+          },
+        },
         { index: 1, content: 'Other', finish_reason: 'length' },
       ],
       usage: { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 },

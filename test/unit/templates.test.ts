@@ -15,7 +15,13 @@ const templates = new Templates({
   t: {
     messages: [
       { role: 'system', content: 'Line {{line}}' },
-      { role: 'user', content: [{ type: 'text', text: '{{q}} ({{ line }})' }, { type: 'image_url', image_url: { url: 'https://x/{{q}}' } }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: '{{q}} ({{ line }})' },
+          { type: 'image_url', image_url: { url: 'https://x/{{q}}' } },
+        ],
+      },
     ],
     model: 'm-default',
     priority_route: { critical: 'm-fast' },
@@ -39,7 +45,13 @@ describe('Templates.render', () => {
     const chat = render({ line: 3, q: 'Is {{line}} running?' });
     expect(chat.messages).toEqual([
       { role: 'system', content: 'Line 3' },
-      { role: 'user', content: [{ type: 'text', text: 'Is {{line}} running? (3)' }, { type: 'image_url', image_url: { url: 'https://x/{{q}}' } }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Is {{line}} running? (3)' },
+          { type: 'image_url', image_url: { url: 'https://x/{{q}}' } },
+        ],
+      },
     ]);
     expect(chat.model).toBe('m-default');
   });
@@ -47,7 +59,12 @@ describe('Templates.render', () => {
   it('takes the model from the request, else the priority route, else the template; carries lock, ttl_ms, cache and stream', () => {
     expect(render({ line: 1, q: 'a' }, {}, 'critical').model).toBe('m-fast');
     expect(render({ line: 1, q: 'a' }, { model: 'mine' }, 'critical').model).toBe('mine');
-    expect(render({ line: 1, q: 'a' }, { lock: 'l', ttl_ms: 5, cache: false, stream: true })).toMatchObject({ lock: 'l', ttl_ms: 5, cache: false, stream: true });
+    expect(render({ line: 1, q: 'a' }, { lock: 'l', ttl_ms: 5, cache: false, stream: true })).toMatchObject({
+      lock: 'l',
+      ttl_ms: 5,
+      cache: false,
+      stream: true,
+    });
   });
 
   it('refuses by name: unknown template, missing var, unused var (names on the prototype are no vars)', () => {

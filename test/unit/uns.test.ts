@@ -22,8 +22,16 @@ const BOUNDS = { maxEntries: 100, maxRecordBytes: 10_000, ttlS: 3600 };
 
 function ok(id: string, data: Record<string, unknown> | undefined): Reply {
   return {
-    id, ok: true, model: 'gpt-4o-mini', content: JSON.stringify(data ?? {}), finish_reason: 'stop', cached: false, attempts: 1,
-    priority: 'normal', timing: { queued_ms: 3, upstream_ms: 400, total_ms: 412.6 }, ...(data ? { data } : {}),
+    id,
+    ok: true,
+    model: 'gpt-4o-mini',
+    content: JSON.stringify(data ?? {}),
+    finish_reason: 'stop',
+    cached: false,
+    attempts: 1,
+    priority: 'normal',
+    timing: { queued_ms: 3, upstream_ms: 400, total_ms: 412.6 },
+    ...(data ? { data } : {}),
   };
 }
 const failed = (id: string | null): Reply => ({ id, ok: false, error: { code: 'upstream_error', message: 'upstream said 500' } });
@@ -60,8 +68,8 @@ describe('CONFIG_FILE uns', () => {
     ['', 'empty'],
     ['acme/plant 1', 'level "plant 1"'],
     ['acme/pl.ant', 'level "pl.ant"'],
-    ['devices/plant', 'the bridge\'s own topics'],
-    ['bridge', 'the bridge\'s own topics'],
+    ['devices/plant', "the bridge's own topics"],
+    ['bridge', "the bridge's own topics"],
   ])('refuses the root %j (%s)', (root, why) => {
     const found = problems({ root });
     expect(found).toHaveLength(1);
@@ -104,7 +112,14 @@ describe('a template reply as a SCADA answer', () => {
   it('makes an ok reply with data a good answer, and an error reply a bad one', () => {
     const good = scadaAnswerOf({ deviceId: 'press-1', template: 'inspect', reply: ok('r1', { reject: true, burr_mm: 0.31 }), atMs: at }, true);
     expect(good).toEqual({
-      deviceId: 'press-1', template: 'inspect', quality: 'good', data: { reject: true, burr_mm: 0.31 }, timestamp: at, requestId: 'r1', model: 'gpt-4o-mini', latencyMs: 413,
+      deviceId: 'press-1',
+      template: 'inspect',
+      quality: 'good',
+      data: { reject: true, burr_mm: 0.31 },
+      timestamp: at,
+      requestId: 'r1',
+      model: 'gpt-4o-mini',
+      latencyMs: 413,
     });
     const bad = scadaAnswerOf({ deviceId: 'press-1', template: 'inspect', reply: failed('r2'), atMs: at }, true);
     expect(bad).toEqual({ deviceId: 'press-1', template: 'inspect', quality: 'bad', timestamp: at, requestId: 'r2', error: 'upstream_error' });
@@ -120,7 +135,12 @@ describe('a template reply as a SCADA answer', () => {
     const data = JSON.parse('{"__proto__":"x","ok":true,"n":null,"o":{},"bad name":1,"inf":1}') as Record<string, unknown>;
     data.inf = Infinity;
     const answer = scadaAnswerOf({ deviceId: 'd', template: 't', reply: ok('r', data), atMs: at }, true);
-    expect(answer?.data).toEqual(Object.fromEntries([['__proto__', 'x'], ['ok', true]]));
+    expect(answer?.data).toEqual(
+      Object.fromEntries([
+        ['__proto__', 'x'],
+        ['ok', true],
+      ]),
+    );
     expect(Object.getPrototypeOf(answer?.data)).toBe(Object.prototype);
   });
 });
@@ -152,7 +172,14 @@ describe('SCADA outputs', () => {
       ['acme/plant-1/stamping/line-3/press-1/ai/inspect', { qos: 1, retain: true }],
     ]);
     const payloads = sent.map((s) => UnsPayloadSchema.strict().parse(JSON.parse(s.payload)));
-    expect(payloads[0]).toEqual({ data: { reject: true, burr_mm: 0.31 }, quality: 'good', timestamp: 1000, requestId: 'r1', model: 'gpt-4o-mini', latencyMs: 413 });
+    expect(payloads[0]).toEqual({
+      data: { reject: true, burr_mm: 0.31 },
+      quality: 'good',
+      timestamp: 1000,
+      requestId: 'r1',
+      model: 'gpt-4o-mini',
+      latencyMs: 413,
+    });
     expect(payloads[1]).toEqual({ data: { reject: true, burr_mm: 0.31 }, quality: 'bad', timestamp: 2000, requestId: 'r2', error: 'upstream_error' });
   });
 
@@ -222,7 +249,11 @@ describe('SCADA outputs', () => {
     const sent: string[] = [];
     const sink = new ScadaOutputs({
       state,
-      uns: new UnsPublisher({ config: uns, publish: async (topic) => (fail ? Promise.reject(new Error('broker away')) : void sent.push(topic)), maxTopics: 10 }),
+      uns: new UnsPublisher({
+        config: uns,
+        publish: async (topic) => (fail ? Promise.reject(new Error('broker away')) : void sent.push(topic)),
+        maxTopics: 10,
+      }),
       sparkplug: false,
       hasOutput: () => true,
       logger: silent,

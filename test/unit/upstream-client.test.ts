@@ -157,9 +157,7 @@ describe('UpstreamClient', () => {
   it('fails with upstream_error once 429s exceed maxRateLimitedRetries', async () => {
     const up = await scripted([failure(429, 'slow down')]);
     let rateLimited = 0;
-    const err = await failureOf(
-      client(up.url, { maxRateLimitedRetries: 2 }).call(call({ onRateLimited: () => (rateLimited += 1) })),
-    );
+    const err = await failureOf(client(up.url, { maxRateLimitedRetries: 2 }).call(call({ onRateLimited: () => (rateLimited += 1) })));
     expect(err.code).toBe('upstream_error');
     expect(err.message).toContain('429');
     expect(up.seen).toHaveLength(3);

@@ -28,7 +28,10 @@ async function events(sim: UpstreamSim, body: Record<string, unknown>): Promise<
   } catch {
     complete = false; // what arrived before the break is kept
   }
-  const data = text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice(6));
+  const data = text
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: '))
+    .map((e) => e.slice(6));
   return { data, complete, type: res.headers['content-type'] };
 }
 
@@ -60,7 +63,13 @@ describe('upstream-sim streaming', () => {
     const body = { messages: [{ role: 'user', content: 'Where is part A7 kept?' }], tools };
     const whole = (await (await chat(sim, body)).body.json()) as { choices: Array<{ message: { tool_calls: Array<{ function: { arguments: string } }> } }> };
     const { data } = await events(sim, { ...body, stream: true });
-    const deltas = data.filter((d) => d !== '[DONE]').flatMap((d) => (JSON.parse(d) as { choices: Array<{ delta: { tool_calls?: Array<{ function: { name?: string; arguments: string } }> } }> }).choices[0]?.delta.tool_calls ?? []);
+    const deltas = data
+      .filter((d) => d !== '[DONE]')
+      .flatMap(
+        (d) =>
+          (JSON.parse(d) as { choices: Array<{ delta: { tool_calls?: Array<{ function: { name?: string; arguments: string } }> } }> }).choices[0]?.delta
+            .tool_calls ?? [],
+      );
     expect(deltas[0]?.function.name).toBe('lookup_part');
     expect(deltas.map((d) => d.function.arguments).join('')).toBe(whole.choices[0]?.message.tool_calls[0]?.function.arguments);
   });

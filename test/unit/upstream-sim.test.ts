@@ -143,7 +143,12 @@ describe('upstream-sim', () => {
     const sim = await start();
     const res = await post(sim, '/embeddings', { model: 'text-embedding-3-small', input: ['alpha', 'beta', 'alpha'] });
     expect(res.status).toBe(200);
-    const body = res.body as { object: string; model: string; data: { object: string; index: number; embedding: number[] }[]; usage: { prompt_tokens: number; total_tokens: number } };
+    const body = res.body as {
+      object: string;
+      model: string;
+      data: { object: string; index: number; embedding: number[] }[];
+      usage: { prompt_tokens: number; total_tokens: number };
+    };
     expect(body.object).toBe('list');
     expect(body.model).toBe('text-embedding-3-small');
     expect(body.data.map((d) => d.index)).toEqual([0, 1, 2]);
@@ -214,7 +219,13 @@ describe('upstream-sim', () => {
   });
 
   it('refuses GET /v1/models to a revoked key, and a model to the key that may not use it (403)', async () => {
-    const sim = await start({ revokedKeys: ['sk-gone-0000'], refusedModels: [{ key: 'sk-one-1111', model: 'gpt-x' }, { key: '*', model: 'gpt-y' }] });
+    const sim = await start({
+      revokedKeys: ['sk-gone-0000'],
+      refusedModels: [
+        { key: 'sk-one-1111', model: 'gpt-x' },
+        { key: '*', model: 'gpt-y' },
+      ],
+    });
     const models = async (key: string): Promise<number> => (await request(`${sim.url}/models`, { headers: { authorization: `Bearer ${key}` } })).statusCode;
     expect(await models('sk-gone-0000')).toBe(401);
     expect(await models('sk-one-1111')).toBe(200);

@@ -39,7 +39,17 @@ function sized(ctx: InputContext): fc.Arbitrary<number> {
   );
 }
 
-const anyValue = fc.anything({ withBigInt: true, withTypedArray: true, withMap: true, withSet: true, withDate: true, withNullPrototype: true, withBoxedValues: true, withSparseArray: true, maxDepth: 4 });
+const anyValue = fc.anything({
+  withBigInt: true,
+  withTypedArray: true,
+  withMap: true,
+  withSet: true,
+  withDate: true,
+  withNullPrototype: true,
+  withBoxedValues: true,
+  withSparseArray: true,
+  maxDepth: 4,
+});
 
 function encode(value: unknown): Buffer {
   try {
@@ -50,16 +60,32 @@ function encode(value: unknown): Buffer {
 }
 
 export function cborPayload(ctx: InputContext): fc.Arbitrary<Buffer> {
-  const tagged = fc.tuple(fc.constantFrom(0, 1, 2, 3, 4, 5, 21, 24, 25, 28, 29, 32, 64, 72, 258, 259, 55799, 2 ** 32 - 1), anyValue).map(([tag, v]) => new Tag(v, tag));
+  const tagged = fc
+    .tuple(fc.constantFrom(0, 1, 2, 3, 4, 5, 21, 24, 25, 28, 29, 32, 64, 72, 258, 259, 55799, 2 ** 32 - 1), anyValue)
+    .map(([tag, v]) => new Tag(v, tag));
   return fc.oneof(
     anyValue.map(encode),
     fc.oneof(validChat, hostileFields).map(encode),
-    fc.tuple(validChat, fc.constantFrom('messages', 'model', 'lock', 'max_tokens', 'id'), fc.oneof(tagged, fc.uint8Array({ maxLength: 64 }), fc.bigInt(), fc.date())).map(([r, field, v]) => encode({ ...r, [field]: v })),
-    fc.tuple(fc.constantFrom(2, 3), sized(ctx), fc.integer({ min: 0, max: 255 }), fc.boolean()).map(([tag, size, fill, wrapped]) => (wrapped ? inRequest(taggedBytes(tag, size, fill)) : taggedBytes(tag, size, fill))),
-    fc.tuple(fc.integer({ min: 10, max: 100_000 }), fc.constantFrom(0x81, 0xa1, 0xc6, 0x9f)).map(([depth, head]) =>
-      head === 0xa1 ? Buffer.concat([Buffer.alloc(depth * 2, Buffer.from([0xa1, 0x00])), Buffer.from([0x00])]) : Buffer.concat([Buffer.alloc(depth, head), Buffer.from([0x00])]),
-    ),
-    fc.tuple(fc.integer({ min: 0, max: 7 }), fc.constantFrom(27, 26, 31), fc.uint8Array({ maxLength: 16 })).map(([major, info, rest]) => Buffer.concat([Buffer.from([(major << 5) | info, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]), rest])),
+    fc
+      .tuple(
+        validChat,
+        fc.constantFrom('messages', 'model', 'lock', 'max_tokens', 'id'),
+        fc.oneof(tagged, fc.uint8Array({ maxLength: 64 }), fc.bigInt(), fc.date()),
+      )
+      .map(([r, field, v]) => encode({ ...r, [field]: v })),
+    fc
+      .tuple(fc.constantFrom(2, 3), sized(ctx), fc.integer({ min: 0, max: 255 }), fc.boolean())
+      .map(([tag, size, fill, wrapped]) => (wrapped ? inRequest(taggedBytes(tag, size, fill)) : taggedBytes(tag, size, fill))),
+    fc
+      .tuple(fc.integer({ min: 10, max: 100_000 }), fc.constantFrom(0x81, 0xa1, 0xc6, 0x9f))
+      .map(([depth, head]) =>
+        head === 0xa1
+          ? Buffer.concat([Buffer.alloc(depth * 2, Buffer.from([0xa1, 0x00])), Buffer.from([0x00])])
+          : Buffer.concat([Buffer.alloc(depth, head), Buffer.from([0x00])]),
+      ),
+    fc
+      .tuple(fc.integer({ min: 0, max: 7 }), fc.constantFrom(27, 26, 31), fc.uint8Array({ maxLength: 16 }))
+      .map(([major, info, rest]) => Buffer.concat([Buffer.from([(major << 5) | info, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]), rest])),
     fc.uint8Array({ maxLength: 512 }).map((b) => Buffer.from(b)),
   );
 }

@@ -13,13 +13,23 @@ const text = (s: string): Buffer => Buffer.from(s);
 
 function generators(ctx: InputContext): Record<Kind, fc.Arbitrary<Omit<Action, 'kind'>>> {
   const own = ownInfer(ctx);
-  const cborType = fc.oneof({ weight: 9, arbitrary: fc.constant({ contentType: 'application/cbor' }) }, { weight: 1, arbitrary: fc.constantFrom({ contentType: 'application/CBOR' }, { contentType: 'application/cbor; x=1' }, {}) });
+  const cborType = fc.oneof(
+    { weight: 9, arbitrary: fc.constant({ contentType: 'application/cbor' }) },
+    { weight: 1, arbitrary: fc.constantFrom({ contentType: 'application/CBOR' }, { contentType: 'application/cbor; x=1' }, {}) },
+  );
   return {
     'json-random': publish(own, fc.json({ maxDepth: 6 }).map(text)),
     'json-mutated': publish(own, mutatedRequest.map(json)),
     'json-deep': publish(own, bigJson(ctx).map(text)),
     'request-fields': publish(own, hostileFields.map(json)),
-    bytes: publish(own, fc.oneof(fc.uint8Array({ maxLength: 8192 }).map((b) => Buffer.from(b)), fc.string({ unit: 'grapheme', maxLength: 2000 }).map(text), fc.string({ unit: 'binary', maxLength: 2000 }).map(text))),
+    bytes: publish(
+      own,
+      fc.oneof(
+        fc.uint8Array({ maxLength: 8192 }).map((b) => Buffer.from(b)),
+        fc.string({ unit: 'grapheme', maxLength: 2000 }).map(text),
+        fc.string({ unit: 'binary', maxLength: 2000 }).map(text),
+      ),
+    ),
     cbor: publish(own, cborPayload(ctx), cborType),
     template: publish(own, templatePayload(ctx)),
     image: imagePublish(ctx),

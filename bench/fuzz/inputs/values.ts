@@ -27,11 +27,31 @@ export const validChat = fc.record({
   max_tokens: fc.integer({ min: 1, max: 64 }),
 });
 
-export const validEmbeddings = fc.record({ id: requestId, input: fc.oneof(text.filter((s) => s !== ''), fc.array(fc.constant('x'), { minLength: 1, maxLength: 50 })) });
+export const validEmbeddings = fc.record({
+  id: requestId,
+  input: fc.oneof(
+    text.filter((s) => s !== ''),
+    fc.array(fc.constant('x'), { minLength: 1, maxLength: 50 }),
+  ),
+});
 
 /** Strings a header, a log line or a Redis member may choke on. */
 export const nastyString = fc.oneof(
-  fc.constantFrom('ライン-3', 'a\r\nX-Injected: 1', 'line\n', 'tab\there', 'é', '\u0000', '\u2028', '\ud800', 'x'.repeat(128), '../../etc', '%0d%0a', '{{part}}', '*'),
+  fc.constantFrom(
+    'ライン-3',
+    'a\r\nX-Injected: 1',
+    'line\n',
+    'tab\there',
+    'é',
+    '\u0000',
+    '\u2028',
+    '\ud800',
+    'x'.repeat(128),
+    '../../etc',
+    '%0d%0a',
+    '{{part}}',
+    '*',
+  ),
   fc.string({ unit: 'binary', minLength: 1, maxLength: 128 }),
   fc.string({ unit: 'grapheme', minLength: 1, maxLength: 64 }),
 );
@@ -75,7 +95,30 @@ export const hostileFields = fc
 
 /** Any JSON value, set in place of one field of a valid request, or added as an unknown one. */
 export const mutatedRequest = fc
-  .tuple(fc.oneof(validChat, validEmbeddings), fc.oneof(fc.constantFrom('id', 'messages', 'input', 'model', 'lock', 'max_tokens', 'n', 'tools', 'response_format', 'template', 'vars', 'stream', '__proto__', 'constructor'), fc.string()), fc.jsonValue({ maxDepth: 4 }), fc.boolean())
+  .tuple(
+    fc.oneof(validChat, validEmbeddings),
+    fc.oneof(
+      fc.constantFrom(
+        'id',
+        'messages',
+        'input',
+        'model',
+        'lock',
+        'max_tokens',
+        'n',
+        'tools',
+        'response_format',
+        'template',
+        'vars',
+        'stream',
+        '__proto__',
+        'constructor',
+      ),
+      fc.string(),
+    ),
+    fc.jsonValue({ maxDepth: 4 }),
+    fc.boolean(),
+  )
   .map(([request, field, value, remove]) => {
     const copy: Record<string, unknown> = { ...request };
     if (remove) delete copy[field];
@@ -93,10 +136,20 @@ export function bigJson(ctx: InputContext): fc.Arbitrary<string> {
   const near = fc.integer({ min: Math.floor(ctx.maxPayloadBytes * 0.9), max: Math.floor(ctx.maxPayloadBytes * 1.1) });
   return fc.oneof(
     fc.tuple(fc.integer({ min: 10, max: 100_000 }), fc.boolean()).map(([depth, objects]) => deepJson(depth, objects)),
-    fc.tuple(fc.integer({ min: 10, max: 100_000 }), fc.boolean()).map(([depth, objects]) => `{"id":"deep","messages":[{"role":"user","content":${deepJson(depth, objects)}}]}`),
+    fc
+      .tuple(fc.integer({ min: 10, max: 100_000 }), fc.boolean())
+      .map(([depth, objects]) => `{"id":"deep","messages":[{"role":"user","content":${deepJson(depth, objects)}}]}`),
     near.map((size) => JSON.stringify({ id: 'big', messages: [{ role: 'user', content: 'x'.repeat(size) }] })),
     near.map((size) => JSON.stringify({ id: 'many', messages: Array.from({ length: Math.floor(size / 40) }, () => ({ role: 'user', content: 'hi' })) })),
     near.map((size) => `{"id":"keys",${Array.from({ length: Math.floor(size / 12) }, (_, i) => `"k${i}":1`).join(',')}}`),
-    fc.integer({ min: 1, max: 5000 }).map((n) => JSON.stringify({ id: 'tools', messages: [{ role: 'user', content: 'x' }], tools: Array.from({ length: n }, (_, i) => ({ type: 'function', function: { name: `f${i}`, parameters: { type: 'object' } } })) })),
+    fc
+      .integer({ min: 1, max: 5000 })
+      .map((n) =>
+        JSON.stringify({
+          id: 'tools',
+          messages: [{ role: 'user', content: 'x' }],
+          tools: Array.from({ length: n }, (_, i) => ({ type: 'function', function: { name: `f${i}`, parameters: { type: 'object' } } })),
+        }),
+      ),
   );
 }

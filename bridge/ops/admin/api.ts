@@ -29,7 +29,10 @@ export function adminApi({ store, priorityOffsetsMs, wake, clientIds, budgets }:
     deadLetter: (key) => store.operations.deadLetters.get(key, Date.now()),
     replay: async (keys) => {
       const now = Date.now();
-      const count = keys === 'all' ? await store.operations.deadLetters.replayAll(priorityOffsetsMs, now) : await store.operations.deadLetters.replay(keys, priorityOffsetsMs, now);
+      const count =
+        keys === 'all'
+          ? await store.operations.deadLetters.replayAll(priorityOffsetsMs, now)
+          : await store.operations.deadLetters.replay(keys, priorityOffsetsMs, now);
       if (count > 0) wake();
       return count;
     },

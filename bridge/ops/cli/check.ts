@@ -42,7 +42,11 @@ function summaryOf(config: Config, users: number): string {
     config.redis === undefined ? 'store in memory' : `store Redis (${config.redisPrefix})`,
     config.upstreamUrl === undefined ? 'no UPSTREAM_URL (only npm start runs so, on the upstream simulator)' : `upstream ${new URL(config.upstreamUrl).host}`,
     config.authFile === undefined ? 'no AUTH_FILE' : `${users} AUTH_FILE users`,
-    config.configFile === undefined ? 'no CONFIG_FILE' : `CONFIG_FILE ${Object.entries(fileCounts(config.file)).map(([part, n]) => `${n} ${part}`).join(', ')}`,
+    config.configFile === undefined
+      ? 'no CONFIG_FILE'
+      : `CONFIG_FILE ${Object.entries(fileCounts(config.file))
+          .map(([part, n]) => `${n} ${part}`)
+          .join(', ')}`,
     `anonymous ${config.allowAnonymous ? 'allowed' : 'refused'}`,
   ];
   return parts.join(', ');

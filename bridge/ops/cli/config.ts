@@ -59,16 +59,27 @@ export function configText(report: ConfigReport): string {
   const { configFile, file } = report;
   if (configFile === null) parts.push('CONFIG_FILE: none');
   else {
-    const counts = Object.entries(configFile.counts).map(([part, n]) => `${n} ${part}`).join(', ');
+    const counts = Object.entries(configFile.counts)
+      .map(([part, n]) => `${n} ${part}`)
+      .join(', ');
     const lines = [`CONFIG_FILE ${configFile.path} (${configFile.format}): ${counts}`];
     const named = (label: string, names: string[]): void => {
       if (names.length > 0) lines.push(`  ${label}: ${names.join(', ')}`);
     };
-    named('providers', file.providers.map((p) => `${p.name} ${redactedUrl(p.url)}`));
+    named(
+      'providers',
+      file.providers.map((p) => `${p.name} ${redactedUrl(p.url)}`),
+    );
     named('chain', file.chain ?? []);
     named('templates', Object.keys(file.templates));
-    named('budgets', file.budgets.limits.map((l) => l.name));
-    named('weights', Object.entries(file.weights).map(([device, w]) => `${device}=${w}`));
+    named(
+      'budgets',
+      file.budgets.limits.map((l) => l.name),
+    );
+    named(
+      'weights',
+      Object.entries(file.weights).map(([device, w]) => `${device}=${w}`),
+    );
     named('models', Object.keys(file.models));
     parts.push(lines.join('\n'));
   }

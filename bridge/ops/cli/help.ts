@@ -23,7 +23,7 @@ const MEANING: Record<Variable, string> = {
   BROKER_SHARE_GROUP: 'shared-subscription group; instances in one group split the requests',
   BROKER_SESSION_EXPIRY_S: "how long that broker keeps the bridge's sessions after a disconnect",
   BROKER_CONNECTIONS: 'connections per instance to that broker, each a member of the share group',
-  BROKER_ADOPT_AFTER_MS: "with Redis: an instance silent this long is taken for dead and its broker sessions adopted; 0 = off",
+  BROKER_ADOPT_AFTER_MS: 'with Redis: an instance silent this long is taken for dead and its broker sessions adopted; 0 = off',
   INSTANCE_ID: "names bridge/{INSTANCE_ID}/… and the client id on the plant's broker; generated when unset",
   MAX_SESSION_EXPIRY_S: 'embedded broker: the longest session expiry granted',
   MAX_OFFLINE_MESSAGES: 'embedded broker: messages kept for one offline persistent session',
@@ -134,7 +134,10 @@ export function defaultOf(variable: Variable): string {
   const value: unknown = parsed.data;
   if (value === undefined || (Array.isArray(value) && value.length === 0)) return 'unset';
   if (Array.isArray(value)) return value.join(',');
-  if (typeof value === 'object' && value !== null) return Object.entries(value).map(([k, v]) => `${k}=${String(v)}`).join(',');
+  if (typeof value === 'object' && value !== null)
+    return Object.entries(value)
+      .map(([k, v]) => `${k}=${String(v)}`)
+      .join(',');
   return String(value as string | number | boolean);
 }
 
@@ -161,7 +164,13 @@ function variableLines(variable: Variable): string[] {
 }
 
 export function helpText(): string {
-  const lines = [`edge-ai-bridge ${VERSION}`, '', COMMANDS_USAGE, '', 'Environment variables, or CONFIG_FILE settings (docs/configuration.md has the details):'];
+  const lines = [
+    `edge-ai-bridge ${VERSION}`,
+    '',
+    COMMANDS_USAGE,
+    '',
+    'Environment variables, or CONFIG_FILE settings (docs/configuration.md has the details):',
+  ];
   for (const variable of VARIABLES) {
     const group = GROUP_BEFORE[variable];
     if (group !== undefined) lines.push('', ` ${group}`);

@@ -54,7 +54,11 @@ function flags(args: string[]): { rest: string[]; json: boolean; yes: boolean } 
 }
 
 export async function runDlq(args: string[]): Promise<void> {
-  const { rest: [command, ...rest], json, yes } = flags(args);
+  const {
+    rest: [command, ...rest],
+    json,
+    yes,
+  } = flags(args);
   if (command !== 'list' && command !== 'show' && command !== 'replay' && command !== 'purge') fail(`usage:\n${OPS_USAGE}`);
   const limit = command === 'list' ? listLimit(rest) : undefined;
   const key = command === 'show' ? showKey(rest) : undefined;
@@ -71,7 +75,10 @@ export async function runDlq(args: string[]): Promise<void> {
       }
       print(JSON.stringify({ ...lineOf(letter), request: letter.job.request }, null, 2));
     } else if (command === 'replay') {
-      const replayed = rest.length > 0 ? await store.operations.deadLetters.replay(rest, config.priorityOffsetsMs, now) : await store.operations.deadLetters.replayAll(config.priorityOffsetsMs, now);
+      const replayed =
+        rest.length > 0
+          ? await store.operations.deadLetters.replay(rest, config.priorityOffsetsMs, now)
+          : await store.operations.deadLetters.replayAll(config.priorityOffsetsMs, now);
       print(`replayed ${replayed}`);
     } else {
       print(`purged ${await store.operations.deadLetters.purge()}`);

@@ -49,7 +49,10 @@ export function dashboardApi(sources: DashboardApiSources): DashboardApi {
     },
     deadLetters: async (limit, after) => {
       const now = clock();
-      const [page, { count }] = await Promise.all([sources.store.operations.deadLetters.page(limit, after, now), sources.store.operations.deadLetters.stats(now)]);
+      const [page, { count }] = await Promise.all([
+        sources.store.operations.deadLetters.page(limit, after, now),
+        sources.store.operations.deadLetters.stats(now),
+      ]);
       return { ...page, count };
     },
     deadLetter: (key) => sources.store.operations.deadLetters.get(key, clock()),

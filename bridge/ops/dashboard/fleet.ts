@@ -30,10 +30,14 @@ export interface InstanceReport {
   providers: ProviderReport[];
 }
 
-const mapPriorities = <T>(f: (p: Priority) => T): Record<Priority, T> =>
-  Object.fromEntries(PRIORITIES.map((p) => [p, f(p)])) as Record<Priority, T>;
+const mapPriorities = <T>(f: (p: Priority) => T): Record<Priority, T> => Object.fromEntries(PRIORITIES.map((p) => [p, f(p)])) as Record<Priority, T>;
 
-export function buildReport(view: InstanceView, counts: TickCounts, health: ProviderHealth[], attempts: Array<{ name: string } & AttemptCounts>): InstanceReport {
+export function buildReport(
+  view: InstanceView,
+  counts: TickCounts,
+  health: ProviderHealth[],
+  attempts: Array<{ name: string } & AttemptCounts>,
+): InstanceReport {
   return {
     view,
     intervalMs: Math.max(1, view.seenAt - counts.since),
@@ -41,7 +45,12 @@ export function buildReport(view: InstanceView, counts: TickCounts, health: Prov
     outcomes: counts.outcomes,
     wait: mapPriorities((p) => encode(counts.wait[p])),
     e2e: mapPriorities((p) => encode(counts.e2e[p])),
-    providers: health.map((h) => providerReport(h, attempts.find((a) => a.name === h.name))),
+    providers: health.map((h) =>
+      providerReport(
+        h,
+        attempts.find((a) => a.name === h.name),
+      ),
+    ),
   };
 }
 

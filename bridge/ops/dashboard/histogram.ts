@@ -5,8 +5,7 @@ import type { Percentiles } from './model.js';
 
 export type Histogram = hdr.Histogram;
 
-export const newHistogram = (): Histogram =>
-  hdr.build({ bitBucketSize: 32, autoResize: true, numberOfSignificantValueDigits: 2, useWebAssembly: false });
+export const newHistogram = (): Histogram => hdr.build({ bitBucketSize: 32, autoResize: true, numberOfSignificantValueDigits: 2, useWebAssembly: false });
 
 export function recordMs(h: Histogram, ms: number): void {
   h.recordValue(Math.max(0, Math.round(ms * 1000)));

@@ -18,8 +18,7 @@ export interface TickCounts {
   e2e: Record<Priority, Histogram>;
 }
 
-const byPriority = <T>(make: () => T): Record<Priority, T> =>
-  Object.fromEntries(PRIORITIES.map((p) => [p, make()])) as Record<Priority, T>;
+const byPriority = <T>(make: () => T): Record<Priority, T> => Object.fromEntries(PRIORITIES.map((p) => [p, make()])) as Record<Priority, T>;
 
 function newCounts(since: number): TickCounts {
   return { since, replies: byPriority(() => 0), outcomes: {}, wait: byPriority(newHistogram), e2e: byPriority(newHistogram) };

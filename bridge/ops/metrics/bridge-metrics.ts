@@ -85,7 +85,10 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
     // Registration order is the order of /metrics.
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
-    new Gauge({ name: `${PREFIX}build_info`, help: 'Always 1; the version label names the running version', labelNames: ['version'] as const, registers }).set({ version: VERSION }, 1);
+    new Gauge({ name: `${PREFIX}build_info`, help: 'Always 1; the version label names the running version', labelNames: ['version'] as const, registers }).set(
+      { version: VERSION },
+      1,
+    );
     this.requests = registerRequests(registers);
     this.overload = registerOverload(registers);
     this.work = registerWork(registers);
@@ -208,10 +211,7 @@ export class BridgeMetrics implements SchedulerObserver, OverloadObserver {
     const now = Date.now();
     const intervalMs = Math.max(1, now - this.intervalStart);
     const perS = (n: number): number => Math.round((n * 1000 * 1000) / intervalMs) / 1000;
-    const byPriority = Object.fromEntries(PRIORITY_LABELS.map((p, i) => [p, perS(this.intervalByPriority[i] ?? 0)])) as Record<
-      PriorityLabel,
-      number
-    >;
+    const byPriority = Object.fromEntries(PRIORITY_LABELS.map((p, i) => [p, perS(this.intervalByPriority[i] ?? 0)])) as Record<PriorityLabel, number>;
     const rates = {
       requestsPerS: perS(this.intervalOk + this.intervalCached + this.intervalErrors),
       okPerS: perS(this.intervalOk),

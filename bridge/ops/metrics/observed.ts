@@ -40,9 +40,10 @@ export function registerRequests(registers: Registry[]): RequestMetrics {
     registers,
   });
   return {
-    outcomes: Object.fromEntries(
-      PRIORITY_LABELS.map((p) => [p, Object.fromEntries(OUTCOMES.map((o) => [o, tallies.of(p, o)]))]),
-    ) as unknown as Record<PriorityLabel, Record<Outcome, Child>>,
+    outcomes: Object.fromEntries(PRIORITY_LABELS.map((p) => [p, Object.fromEntries(OUTCOMES.map((o) => [o, tallies.of(p, o)]))])) as unknown as Record<
+      PriorityLabel,
+      Record<Outcome, Child>
+    >,
     queueWait: Object.fromEntries(PRIORITIES.map((p) => [p, queueWait.labels(p)])) as unknown as Record<Priority, HistogramChild>,
   };
 }
@@ -65,9 +66,10 @@ export function registerOverload(registers: Registry[]): OverloadMetrics {
     registers,
   });
   return {
-    shed: Object.fromEntries(
-      PRIORITIES.map((p) => [p, Object.fromEntries(SHED_REASONS.map((r) => [r, shed.labels(p, r)]))]),
-    ) as Record<Priority, Record<ShedReason, Child>>,
+    shed: Object.fromEntries(PRIORITIES.map((p) => [p, Object.fromEntries(SHED_REASONS.map((r) => [r, shed.labels(p, r)]))])) as Record<
+      Priority,
+      Record<ShedReason, Child>
+    >,
     loopDelay,
   };
 }

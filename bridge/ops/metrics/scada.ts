@@ -19,7 +19,11 @@ export function registerScadaState(registers: Registry[], sources: MetricsSource
     });
   };
   counter('scada_answers_total', 'Template answers published in the UNS and/or handed to the Sparkplug Edge Node', (s) => s.answers);
-  counter('scada_failures_total', 'SCADA output steps that failed (a UNS publish, a last good answer kept or read, a hand-over to the Edge Node)', (s) => s.failures);
+  counter(
+    'scada_failures_total',
+    'SCADA output steps that failed (a UNS publish, a last good answer kept or read, a hand-over to the Edge Node)',
+    (s) => s.failures,
+  );
   counter('scada_dropped_total', 'Template answers not published: more device-templates waiting than the outputs hold', (s) => s.dropped);
   new Gauge({
     name: `${PREFIX}sparkplug_publishing`,

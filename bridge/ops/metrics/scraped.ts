@@ -142,8 +142,18 @@ export function registerBudgetState(registers: Registry[], read: () => Promise<B
   };
   // One metric per unit: a sum over budgets never adds tokens to dollars.
   const used = (b: Budget): number => b.use.reduce((sum, u) => sum + u.used, 0);
-  perBudget('budget_used_tokens', 'Tokens each CONFIG_FILE token budget has used in its current period, all its devices together', used, (b) => b.unit === 'tokens');
-  perBudget('budget_used_usd', 'US dollars each CONFIG_FILE cost budget has used in its current period, all its devices together', used, (b) => b.unit === 'usd');
+  perBudget(
+    'budget_used_tokens',
+    'Tokens each CONFIG_FILE token budget has used in its current period, all its devices together',
+    used,
+    (b) => b.unit === 'tokens',
+  );
+  perBudget(
+    'budget_used_usd',
+    'US dollars each CONFIG_FILE cost budget has used in its current period, all its devices together',
+    used,
+    (b) => b.unit === 'usd',
+  );
   perBudget('budget_fullest_ratio', 'The largest share of its limit (used and reserved) any device, or the fleet, has of each budget; 1 is used up', (b) =>
     Math.max(0, ...b.use.map((u) => (u.used + u.reserved) / b.limit)),
   );

@@ -57,7 +57,10 @@ describe('isolation: budgets are reserved after the duplicate and quota checks',
     const twin = await b.device('cam-dup.2');
     await cam.publish('normal', ask('r1', 'q r1', { max_tokens: 20 }));
     const answer = okOf((await cam.reply('r1', { timeoutMs: 10_000 }))[0]);
-    const sends = Array.from({ length: 200 }, () => [cam.publish('normal', ask('r1', 'q r1', { max_tokens: 20 })), twin.publish('normal', ask('r1', 'q r1', { max_tokens: 20 }))]);
+    const sends = Array.from({ length: 200 }, () => [
+      cam.publish('normal', ask('r1', 'q r1', { max_tokens: 20 })),
+      twin.publish('normal', ask('r1', 'q r1', { max_tokens: 20 })),
+    ]);
     await Promise.all(sends.flat());
     // Each of the two clients sees every reply on the device's result topic.
     const replies = await cam.reply('r1', { count: 401, timeoutMs: 20_000 }).catch((err: unknown) => {
@@ -68,7 +71,7 @@ describe('isolation: budgets are reserved after the duplicate and quota checks',
     expect(upstream.requests.length).toBe(1);
   }, 60_000);
 
-  it('tells requests refused only for others\' reservations to retry soon, and answers them then', async () => {
+  it("tells requests refused only for others' reservations to retry soon, and answers them then", async () => {
     const cam = await a.device('cam-burst', { protocolVersion: 5 });
     const codes = pubackCodes(cam);
     const innocent = await b.device('cam-innocent');

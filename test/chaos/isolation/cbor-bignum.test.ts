@@ -55,7 +55,10 @@ describe('isolation: a CBOR bignum', () => {
     const attackWritten = new Promise<void>((resolve) => attacker.on('packetsend', (packet) => packet.cmd === 'publish' && resolve()));
     const puback = attacker
       .publishAsync('devices/iso-cbor-attacker/infer/normal', bignumRequest('big-1'), { qos: 1, properties: { contentType: 'application/cbor' } })
-      .then(() => 0, (err: { code?: number }) => err.code ?? -1);
+      .then(
+        () => 0,
+        (err: { code?: number }) => err.code ?? -1,
+      );
     await attackWritten;
     const askedAt = Date.now();
     innocent.publish('normal', { id: 'innocent-1', messages: [{ role: 'user', content: 'innocent-1' }] }).catch(() => undefined); // its PUBACK is not the point

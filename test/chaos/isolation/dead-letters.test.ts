@@ -39,7 +39,10 @@ async function crashingUpstream(sim: UpstreamSim): Promise<{ url: string; server
       }
       const headers = { 'content-type': 'application/json', authorization: req.headers.authorization ?? '' };
       fetch(`${sim.url.replace(/\/v1$/, '')}${req.url}`, { method: req.method, headers, body: req.method === 'GET' ? undefined : body }).then(
-        async (answer) => res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' }).end(Buffer.from(await answer.arrayBuffer())),
+        async (answer) =>
+          res
+            .writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' })
+            .end(Buffer.from(await answer.arrayBuffer())),
         () => res.writeHead(502).end(),
       );
     });
@@ -99,51 +102,57 @@ describe('isolation: a device filling the dead-letter list', () => {
     return total;
   }
 
-  it(`keeps at most ${DLQ_MAX} entries and ${DLQ_MAX_BYTES} bytes, counts what it drops, pages, and answers an innocent device`, { timeout: 90_000 }, async () => {
-    const attacker = await a.device('attacker');
-    const innocent = await b.device('innocent');
-    const large = Array.from({ length: LARGE }, (_, i) => `big-${i}`);
-    const small = Array.from({ length: SMALL }, (_, i) => `small-${i}`);
-    const pad = 'x'.repeat(LARGE_PROMPT);
-    await Promise.all(large.map((id) => attacker.publish('normal', ask(id, `${MARK} ${id} ${pad}`))));
+  it(
+    `keeps at most ${DLQ_MAX} entries and ${DLQ_MAX_BYTES} bytes, counts what it drops, pages, and answers an innocent device`,
+    { timeout: 90_000 },
+    async () => {
+      const attacker = await a.device('attacker');
+      const innocent = await b.device('innocent');
+      const large = Array.from({ length: LARGE }, (_, i) => `big-${i}`);
+      const small = Array.from({ length: SMALL }, (_, i) => `small-${i}`);
+      const pad = 'x'.repeat(LARGE_PROMPT);
+      await Promise.all(large.map((id) => attacker.publish('normal', ask(id, `${MARK} ${id} ${pad}`))));
 
-    const started = Date.now();
-    await innocent.publish('normal', ask('fine', 'hello'));
-    expect((await innocent.reply('fine', { timeoutMs: INNOCENT_BOUND_MS }))[0]).toMatchObject({ ok: true });
-    expect(Date.now() - started).toBeLessThan(INNOCENT_BOUND_MS);
+      const started = Date.now();
+      await innocent.publish('normal', ask('fine', 'hello'));
+      expect((await innocent.reply('fine', { timeoutMs: INNOCENT_BOUND_MS }))[0]).toMatchObject({ ok: true });
+      expect(Date.now() - started).toBeLessThan(INNOCENT_BOUND_MS);
 
-    for (const id of large) expect((await attacker.reply(id, { timeoutMs: 30_000 }))[0]).toMatchObject({ ok: false, error: { code: 'upstream_error' } });
-    // The bytes bound: about six of the large ones fit.
-    expect(await deadLetterBytes()).toBeLessThan(DLQ_MAX_BYTES * 1.1);
-    await Promise.all(small.map((id) => attacker.publish('normal', ask(id, `${MARK} ${id}`))));
-    for (const id of small) expect((await attacker.reply(id, { timeoutMs: 30_000 }))[0]?.ok).toBe(false);
+      for (const id of large) expect((await attacker.reply(id, { timeoutMs: 30_000 }))[0]).toMatchObject({ ok: false, error: { code: 'upstream_error' } });
+      // The bytes bound: about six of the large ones fit.
+      expect(await deadLetterBytes()).toBeLessThan(DLQ_MAX_BYTES * 1.1);
+      await Promise.all(small.map((id) => attacker.publish('normal', ask(id, `${MARK} ${id}`))));
+      for (const id of small) expect((await attacker.reply(id, { timeoutMs: 30_000 }))[0]?.ok).toBe(false);
 
-    // The entries bound: the newest DLQ_MAX, every one the attacker's; the rest dropped and counted.
-    const listed = await http(a.bridge, '/v1/dlq', { token: TOKEN });
-    const { count } = listed.json as { count: number };
-    expect(count).toBe(DLQ_MAX);
-    expect(await deadLetterBytes()).toBeLessThan(DLQ_MAX_BYTES * 1.1);
-    expect((await metric(a, 'edge_ai_bridge_dead_letters_dropped_total')) + (await metric(b, 'edge_ai_bridge_dead_letters_dropped_total'))).toBe(LARGE + SMALL - DLQ_MAX);
+      // The entries bound: the newest DLQ_MAX, every one the attacker's; the rest dropped and counted.
+      const listed = await http(a.bridge, '/v1/dlq', { token: TOKEN });
+      const { count } = listed.json as { count: number };
+      expect(count).toBe(DLQ_MAX);
+      expect(await deadLetterBytes()).toBeLessThan(DLQ_MAX_BYTES * 1.1);
+      expect((await metric(a, 'edge_ai_bridge_dead_letters_dropped_total')) + (await metric(b, 'edge_ai_bridge_dead_letters_dropped_total'))).toBe(
+        LARGE + SMALL - DLQ_MAX,
+      );
 
-    // Read a page at a time; every kept entry once, oldest first.
-    const seen: string[] = [];
-    let after: string | null = null;
-    do {
-      const page = (await http(b.bridge, `/v1/dlq?limit=3${after ? `&after=${encodeURIComponent(after)}` : ''}`, { token: TOKEN })).json as {
-        entries: Array<{ key: string; at: string }>;
-        next: string | null;
-      };
-      expect(page.entries.length).toBeLessThanOrEqual(3);
-      seen.push(...page.entries.map((e) => e.key));
-      after = page.next;
-    } while (after !== null);
-    expect(seen).toHaveLength(DLQ_MAX);
-    expect(new Set(seen).size).toBe(DLQ_MAX);
-    expect(seen.every((key) => key.startsWith('attacker/small-'))).toBe(true);
+      // Read a page at a time; every kept entry once, oldest first.
+      const seen: string[] = [];
+      let after: string | null = null;
+      do {
+        const page = (await http(b.bridge, `/v1/dlq?limit=3${after ? `&after=${encodeURIComponent(after)}` : ''}`, { token: TOKEN })).json as {
+          entries: Array<{ key: string; at: string }>;
+          next: string | null;
+        };
+        expect(page.entries.length).toBeLessThanOrEqual(3);
+        seen.push(...page.entries.map((e) => e.key));
+        after = page.next;
+      } while (after !== null);
+      expect(seen).toHaveLength(DLQ_MAX);
+      expect(new Set(seen).size).toBe(DLQ_MAX);
+      expect(seen.every((key) => key.startsWith('attacker/small-'))).toBe(true);
 
-    // One entry alone, with its request.
-    const one = await http(b.bridge, `/v1/dlq/${seen[0]}`, { token: TOKEN });
-    expect(one.json).toMatchObject({ entry: { key: seen[0], error: { code: 'upstream_error' }, request: { messages: [{ role: 'user' }] } } });
-    for (const h of [a, b]) expect((await fetch(`http://127.0.0.1:${h.bridge.httpPort}/readyz`)).status).toBe(200);
-  });
+      // One entry alone, with its request.
+      const one = await http(b.bridge, `/v1/dlq/${seen[0]}`, { token: TOKEN });
+      expect(one.json).toMatchObject({ entry: { key: seen[0], error: { code: 'upstream_error' }, request: { messages: [{ role: 'user' }] } } });
+      for (const h of [a, b]) expect((await fetch(`http://127.0.0.1:${h.bridge.httpPort}/readyz`)).status).toBe(200);
+    },
+  );
 });

@@ -47,7 +47,11 @@ describe('isolation: JSON nested 100 000 levels deep', () => {
     expect(answer.at - askedAt).toBeLessThan(INNOCENT_BOUND_MS);
 
     expect(await waitUntil(() => attacker!.replies.length >= Object.keys(attacks).length, 5000)).toBe(true);
-    const refusals = attacker!.replies.map((r) => ({ id: r.id, code: r.code, message: (JSON.parse(r.raw) as { error?: { message?: string } }).error?.message }));
+    const refusals = attacker!.replies.map((r) => ({
+      id: r.id,
+      code: r.code,
+      message: (JSON.parse(r.raw) as { error?: { message?: string } }).error?.message,
+    }));
     expect(refusals).toEqual(Object.keys(attacks).map((id) => ({ id, code: 'invalid_request', message: 'nesting deeper than 64 levels' })));
     expect(await readyz(bridge.httpPort)).toBe(200);
     expect(upstream.requests.map((r) => JSON.stringify(r.body)).filter((b) => !b.includes('innocent-1'))).toEqual([]);

@@ -51,7 +51,7 @@ async function answeredWithin(instance: Harness, deviceId: string, id: string, e
   return Date.now() - sentAt;
 }
 
-describe('isolation: max_tokens and the fleet\'s TPM window', () => {
+describe("isolation: max_tokens and the fleet's TPM window", () => {
   let fleet: Fleet | undefined;
   afterEach(async () => {
     await fleet?.close();

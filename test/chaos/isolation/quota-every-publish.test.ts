@@ -33,7 +33,15 @@ const bridges: RunningBridge[] = [];
 const devices: Device[] = [];
 
 async function instance(): Promise<RunningBridge> {
-  const env = { MQTT_PORT: '0', HTTP_PORT: '0', LOG_LEVEL: 'info', OVERLOAD_DELAY_MS: '0', REDIS_URL, REDIS_PREFIX: prefix, DEVICE_RATE_LIMIT_RPM: String(RPM) };
+  const env = {
+    MQTT_PORT: '0',
+    HTTP_PORT: '0',
+    LOG_LEVEL: 'info',
+    OVERLOAD_DELAY_MS: '0',
+    REDIS_URL,
+    REDIS_PREFIX: prefix,
+    DEVICE_RATE_LIMIT_RPM: String(RPM),
+  };
   const config = loadConfig(env);
   const bridge = await startBridge({ ...config, upstreamUrl: upstream.url }, createLogger('info', sink));
   bridges.push(bridge);

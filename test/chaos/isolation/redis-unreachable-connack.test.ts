@@ -68,24 +68,28 @@ async function answeredOk(harness: Harness, deviceId: string, id: string): Promi
 
 describe('isolation: a CONNECT while Redis is unreachable gets CONNACK server unavailable at once', () => {
   for (const cut of ['partition', 'stall'] as const) {
-    it(`Redis ${cut === 'partition' ? 'refusing connections' : 'stalled (connections open, nothing answered)'}: CONNACK 3 / 0x88 within ${CONNACK_WITHIN_MS} ms; clients connect again once it is back`, { timeout: 60_000 }, async () => {
-      const harness = await startOnProxy();
-      await answeredOk(harness, 'cam-before', 'before-1');
-      if (cut === 'partition') await proxy!.partition();
-      else proxy!.stall();
-      // The bridge knows: unready (a closed connection at once, silence after REDIS_TIMEOUT_MS).
-      expect(await readyzBecomes(harness, 503)).toBe(true);
+    it(
+      `Redis ${cut === 'partition' ? 'refusing connections' : 'stalled (connections open, nothing answered)'}: CONNACK 3 / 0x88 within ${CONNACK_WITHIN_MS} ms; clients connect again once it is back`,
+      { timeout: 60_000 },
+      async () => {
+        const harness = await startOnProxy();
+        await answeredOk(harness, 'cam-before', 'before-1');
+        if (cut === 'partition') await proxy!.partition();
+        else proxy!.stall();
+        // The bridge knows: unready (a closed connection at once, silence after REDIS_TIMEOUT_MS).
+        expect(await readyzBecomes(harness, 503)).toBe(true);
 
-      const v4 = await connackOf(harness, 'cam-late4', 4);
-      const v5 = await connackOf(harness, 'cam-late5', 5);
-      expect(v4.code).toBe(3);
-      expect(v5.code).toBe(0x88);
-      expect(Math.max(v4.ms, v5.ms)).toBeLessThan(CONNACK_WITHIN_MS);
+        const v4 = await connackOf(harness, 'cam-late4', 4);
+        const v5 = await connackOf(harness, 'cam-late5', 5);
+        expect(v4.code).toBe(3);
+        expect(v5.code).toBe(0x88);
+        expect(Math.max(v4.ms, v5.ms)).toBeLessThan(CONNACK_WITHIN_MS);
 
-      await proxy!.heal();
-      expect(await readyzBecomes(harness, 200)).toBe(true);
-      expect((await connackOf(harness, 'cam-after', 4)).code).toBe(0);
-      await answeredOk(harness, 'cam-after', 'after-1');
-    });
+        await proxy!.heal();
+        expect(await readyzBecomes(harness, 200)).toBe(true);
+        expect((await connackOf(harness, 'cam-after', 4)).code).toBe(0);
+        await answeredOk(harness, 'cam-after', 'after-1');
+      },
+    );
   }
 });

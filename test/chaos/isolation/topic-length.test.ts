@@ -71,7 +71,12 @@ describe('isolation: MAX_TOPIC_LENGTH bounds topics and filters in the embedded 
   });
 
   it('refuses a CONNECT whose Will topic is over-long (not authorized), and accepts one of MAX_TOPIC_LENGTH bytes', async () => {
-    const will = (deviceId: string, bytes: number) => ({ topic: `devices/${deviceId}/infer/`.padEnd(bytes, 'w'), payload: Buffer.from('{}'), qos: 0 as const, retain: false });
+    const will = (deviceId: string, bytes: number) => ({
+      topic: `devices/${deviceId}/infer/`.padEnd(bytes, 'w'),
+      payload: Buffer.from('{}'),
+      qos: 0 as const,
+      retain: false,
+    });
     await expect(connect('cam-will', { will: will('cam-will', LONG) })).rejects.toMatchObject({ code: 5 });
     await expect(connect('cam-will', { protocolVersion: 5, will: will('cam-will', MAX + 1) })).rejects.toMatchObject({ code: 0x87 });
     // Within the length, the topic rules decide as before: an infer topic with an unknown priority is the device's own.

@@ -49,7 +49,7 @@ describe('isolation: a model without a price under a cost budget', () => {
     return startHarness({ CONFIG_FILE: configFile, ADMIN_TOKEN: TOKEN, UPSTREAM_MODEL: 'gpt-4o-mini' });
   };
 
-  it('refuses a model without a price, over a template\'s too, and charges the innocent device\'s priced request', async () => {
+  it("refuses a model without a price, over a template's too, and charges the innocent device's priced request", async () => {
     const template = { messages: [{ role: 'user', content: 'check part {{part}}' }], model: 'gpt-4o-mini' };
     h = await start({ prices: { 'gpt-4o-mini': PRICE }, budgets: FLEET_USD, templates: { check: template } });
     const attacker = await h.device('attacker');

@@ -239,7 +239,7 @@ export function claimAlongContract({ open }: ContractContext): void {
       expect(ids((await store.queue.claim(claimOpts({ max: 5 }), t + 11)).jobs)).toEqual(['l']);
     });
 
-    it("gives the admitted job its first coalescing step when the claim took it", async () => {
+    it('gives the admitted job its first coalescing step when the claim took it', async () => {
       const store = await open();
       const t = baseTime();
       const first = { ...makeJob({ deviceId: 'd1', id: 'x', priority: 'normal', arrivalMs: t }), cacheKey: 'same' };

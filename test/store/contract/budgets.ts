@@ -104,7 +104,7 @@ export function budgetsContract({ open }: ContractContext): void {
       ]);
     });
 
-    it('says whether only other requests\' reservations refused a request, or what the budget used', async () => {
+    it("says whether only other requests' reservations refused a request, or what the budget used", async () => {
       const store = await open();
       const t = baseTime();
       const c = charge({ budget: 'flight', limit: 100, estimate: 60 });
@@ -120,7 +120,7 @@ export function budgetsContract({ open }: ContractContext): void {
       expect(await store.answers.storedReply(second.key, t + 5)).toBeUndefined(); // no record: a retry is a new admission
     });
 
-    it('reserves nothing for an admission refused by the quota, the queue\'s room or a cached answer', async () => {
+    it("reserves nothing for an admission refused by the quota, the queue's room or a cached answer", async () => {
       const store = await open();
       const t = baseTime();
       const c = charge({ budget: 'none', limit: 1000, estimate: 10 });

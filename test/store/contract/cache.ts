@@ -7,7 +7,12 @@ import { baseTime, claimOpts, type ContractContext, DONE, leadOneOf, makeJob, ma
 
 export function cacheContract({ open }: ContractContext): void {
   describe('cache, coalescing and usage', () => {
-    const answer = { model: 'gpt-4o-mini', content: 'No scratch found.', finish_reason: 'stop', usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } };
+    const answer = {
+      model: 'gpt-4o-mini',
+      content: 'No scratch found.',
+      finish_reason: 'stop',
+      usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 },
+    };
 
     it('admit answers `cached` for a fresh cached answer, after the quota and idempotency checks, recording nothing', async () => {
       const store = await open();
@@ -142,7 +147,12 @@ export function cacheContract({ open }: ContractContext): void {
       const store = await open();
       const t = Math.floor(Date.now() / 3_600_000) * 3_600_000;
       const rec = (deviceId: string, model: string, priority: Priority, p: number, c: number, usd: number) => ({
-        deviceId, model, priority, promptTokens: p, completionTokens: c, costUsd: usd,
+        deviceId,
+        model,
+        priority,
+        promptTokens: p,
+        completionTokens: c,
+        costUsd: usd,
       });
       await store.answers.recordUsage(rec('cam-1', 'big', 'critical', 100, 20, 0.5), t + 10);
       await store.answers.recordUsage(rec('cam-1', 'small', 'low', 10, 2, 0.25), t + 20);

@@ -31,10 +31,14 @@ export function deadLettersContract({ open }: ContractContext): void {
       expect(store.operations.deadLetters.dropped()).toBe(2);
     });
 
-    it('keeps the entries\' stored size within DLQ_MAX_BYTES; one entry alone over it is not kept', async () => {
+    it("keeps the entries' stored size within DLQ_MAX_BYTES; one entry alone over it is not kept", async () => {
       const store = await open({ deadLetters: { ...BOUNDS, maxBytes: 8000 } });
       const t = baseTime();
-      await deadLetter(store, jobsOf(6, t, (i) => `${i}`.padEnd(3000, 'x')), t + 10);
+      await deadLetter(
+        store,
+        jobsOf(6, t, (i) => `${i}`.padEnd(3000, 'x')),
+        t + 10,
+      );
       const { count, bytes } = await store.operations.deadLetters.stats(t + 20);
       expect(count).toBe(2); // about 3.4 KB each
       expect(bytes).toBeGreaterThan(6000);
@@ -75,7 +79,11 @@ export function deadLettersContract({ open }: ContractContext): void {
       expect(ids(last.entries.map((d) => d.job))).toEqual(['e6']);
       expect(last.next).toBeUndefined();
       expect((await store.operations.deadLetters.page(7, undefined, t + 20)).next).toBeUndefined();
-      expect(await store.operations.deadLetters.get('cam/e4', t + 20)).toMatchObject({ job: { id: 'e4' }, reply: { ok: false, error: { code: 'upstream_error' } }, atMs: t + 14 });
+      expect(await store.operations.deadLetters.get('cam/e4', t + 20)).toMatchObject({
+        job: { id: 'e4' },
+        reply: { ok: false, error: { code: 'upstream_error' } },
+        atMs: t + 14,
+      });
       expect(await store.operations.deadLetters.get('cam/nope', t + 20)).toBeUndefined();
       await expect(store.operations.deadLetters.page(3, 'not-a-cursor', t + 20)).rejects.toThrow();
       // A cursor still works once its entry is gone.

@@ -48,9 +48,17 @@ export function fairnessContract({ open }: ContractContext): void {
     it('gives a device that starts waiting the smallest counter of the waiting ones: idleness is no credit', async () => {
       const store = await open();
       const t = baseTime();
-      await admitAll(store, Array.from({ length: 5 }, (_, i) => job('a', `a${i + 1}`, t)), t);
+      await admitAll(
+        store,
+        Array.from({ length: 5 }, (_, i) => job('a', `a${i + 1}`, t)),
+        t,
+      );
       expect(ids((await store.queue.claim(claimOpts({ max: 2 }), t + 1)).jobs)).toEqual(['a1', 'a2']);
-      await admitAll(store, Array.from({ length: 3 }, (_, i) => job('b', `b${i + 1}`, t + 2)), t + 2);
+      await admitAll(
+        store,
+        Array.from({ length: 3 }, (_, i) => job('b', `b${i + 1}`, t + 2)),
+        t + 2,
+      );
       // b starts at a's 20, not at 0: they alternate rather than b's three going first.
       expect(await claimAll(store, t + 10)).toEqual(['a3', 'b1', 'a4', 'b2', 'a5', 'b3']);
     });
@@ -76,7 +84,10 @@ export function fairnessContract({ open }: ContractContext): void {
       const t = baseTime();
       await admitAll(store, [job('a', 'a1', t), job('a', 'a2', t), job('a', 'a3', t), job('b', 'b1', t), job('b', 'b2', t), job('b', 'b3', t)], t);
       expect(ids((await store.queue.claim(claimOpts({ max: 2 }), t + 1)).jobs)).toEqual(['a1', 'b1']);
-      await store.answers.recordUsage({ deviceId: 'a', model: 'm', priority: 'normal', promptTokens: 50, completionTokens: 30, costUsd: 0, fairDelta: 100 }, t + 2);
+      await store.answers.recordUsage(
+        { deviceId: 'a', model: 'm', priority: 'normal', promptTokens: 50, completionTokens: 30, costUsd: 0, fairDelta: 100 },
+        t + 2,
+      );
       await store.operations.usage(t, t + 3); // the Redis store writes usage once a second; a report writes it now
       expect(await claimAll(store, t + 10)).toEqual(['b2', 'b3', 'a2', 'a3']);
     });

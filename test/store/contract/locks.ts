@@ -56,7 +56,7 @@ export function locksContract({ open }: ContractContext): void {
       expect(await store.operations.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });
     });
 
-    it('raises a key\'s fence with every grant, whatever other keys are granted between, from one counter for all', async () => {
+    it("raises a key's fence with every grant, whatever other keys are granted between, from one counter for all", async () => {
       const store = await open();
       const t = baseTime();
       const fences: Record<string, number[]> = { x: [], y: [] };
@@ -101,7 +101,7 @@ export function locksContract({ open }: ContractContext): void {
       expect(regranted?.fence).toBeGreaterThan(Math.max(...held.map((j) => j.fence as number)));
     });
 
-    it('frees the lock when the holder\'s lease expires and is reaped; the next holder gets a higher fence', async () => {
+    it("frees the lock when the holder's lease expires and is reaped; the next holder gets a higher fence", async () => {
       const store = await open();
       const t = baseTime();
       const a = makeJob({ deviceId: 'd1', id: 'a', priority: 'normal', arrivalMs: t, lock: 'x' });
@@ -136,7 +136,7 @@ export function locksContract({ open }: ContractContext): void {
       expect(last.jobs[0]?.fence).toBeGreaterThan(again.jobs[0]?.fence as number);
     });
 
-    it('loses and duplicates no job when a claim meets a lock whose holder\'s lease expired before any reap', async () => {
+    it("loses and duplicates no job when a claim meets a lock whose holder's lease expired before any reap", async () => {
       const store = await open();
       const t = baseTime();
       const a = makeJob({ deviceId: 'd1', id: 'a', priority: 'normal', arrivalMs: t, lock: 'x' });
@@ -161,7 +161,12 @@ export function locksContract({ open }: ContractContext): void {
         await store.queue.reap(3, now);
         now += 1;
       }
-      expect(granted.slice(1).map((j) => j.id).sort()).toEqual(['a', 'b', 'c']);
+      expect(
+        granted
+          .slice(1)
+          .map((j) => j.id)
+          .sort(),
+      ).toEqual(['a', 'b', 'c']);
       const fences = granted.map((j) => j.fence as number);
       for (let i = 1; i < fences.length; i += 1) expect(fences[i]).toBeGreaterThan(fences[i - 1] as number);
       expect(await store.operations.queueDepth()).toEqual({ critical: 0, high: 0, normal: 0, low: 0 });

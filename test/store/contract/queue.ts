@@ -7,7 +7,21 @@ import { PRIORITIES, type Priority } from '../../../contract/index.js';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../../bridge/config/config.js';
 import { storedSize } from '../../../bridge/store/job-size.js';
 import type { ClaimedJob, Job } from '../../../bridge/model/job.js';
-import { admitAll, allDeadLetters, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, leaves, LIMITS, makeJob, type MakeJobOptions, sameJob } from './fixtures.js';
+import {
+  admitAll,
+  allDeadLetters,
+  baseTime,
+  claimOpts,
+  type ContractContext,
+  DONE,
+  errorReply,
+  ids,
+  leaves,
+  LIMITS,
+  makeJob,
+  type MakeJobOptions,
+  sameJob,
+} from './fixtures.js';
 
 export function claimOrderContract({ open }: ContractContext): void {
   describe('claim order', () => {
@@ -62,7 +76,7 @@ export function claimOrderContract({ open }: ContractContext): void {
       expect(order).toEqual(['crit-earlier', 'crit-14999', 'low', 'crit-15001', 'high-13001']);
     });
 
-    it('honours the score it is given (offsets are the caller\'s)', async () => {
+    it("honours the score it is given (offsets are the caller's)", async () => {
       const store = await open();
       const t = baseTime();
       const low = makeJob({ deviceId: 'd1', id: 'low', priority: 'low', arrivalMs: t, offsetMs: 100 });
@@ -274,7 +288,7 @@ export function queueBytesContract({ open }: ContractContext): void {
       image: image(seed),
     });
 
-    it('counts each job\'s stored size from admission to its answer, and answers queue_full over the limit', async () => {
+    it("counts each job's stored size from admission to its answer, and answers queue_full over the limit", async () => {
       const store = await open();
       const t = baseTime();
       const a = imaged('a', t);
@@ -300,7 +314,12 @@ export function queueBytesContract({ open }: ContractContext): void {
     it('stays exact through claim, release, expiry, reap, complete, dead letters, replay and drain', async () => {
       const store = await open();
       const t = baseTime();
-      const [j1, j2, j3, j4] = [imaged('j1', t), imaged('j2', t + 1, 'j2', { deadlineMs: t + 50 }), imaged('j3', t + 2), imaged('j4', t + 3)] as [Job, Job, Job, Job];
+      const [j1, j2, j3, j4] = [imaged('j1', t), imaged('j2', t + 1, 'j2', { deadlineMs: t + 50 }), imaged('j3', t + 2), imaged('j4', t + 3)] as [
+        Job,
+        Job,
+        Job,
+        Job,
+      ];
       await admitAll(store, [j1, j2, j3, j4]);
       const all = storedSize(j1) + storedSize(j2) + storedSize(j3) + storedSize(j4);
       expect(await store.operations.queueBytes()).toBe(all);

@@ -3,7 +3,20 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PRIORITY_OFFSETS_MS } from '../../../bridge/config/config.js';
 import type { ClaimedJob, Job } from '../../../bridge/model/job.js';
-import { admitAll, allDeadLetters, admitAndClaim, baseTime, claimOpts, type ContractContext, DONE, errorReply, ids, LIMITS, makeJob, makeReply } from './fixtures.js';
+import {
+  admitAll,
+  allDeadLetters,
+  admitAndClaim,
+  baseTime,
+  claimOpts,
+  type ContractContext,
+  DONE,
+  errorReply,
+  ids,
+  LIMITS,
+  makeJob,
+  makeReply,
+} from './fixtures.js';
 
 export function recordedRepliesContract({ open }: ContractContext): void {
   describe('recorded replies (record before publishing)', () => {

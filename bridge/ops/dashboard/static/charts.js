@@ -81,8 +81,7 @@ function rpsSpec(colors) {
 /** @returns {ChartSpec} */
 function outcomesSpec() {
   return {
-    series: (points) =>
-      outcomeKeys(points).map((k, i) => ({ label: k, stroke: OUTCOME_COLORS[k] ?? SPARE_COLORS[i % SPARE_COLORS.length], fmt: fmtRate })),
+    series: (points) => outcomeKeys(points).map((k, i) => ({ label: k, stroke: OUTCOME_COLORS[k] ?? SPARE_COLORS[i % SPARE_COLORS.length], fmt: fmtRate })),
     values: (points) => outcomeKeys(points).map((k) => points.map((pt) => at(pt.outcomes?.[k]) ?? 0)),
   };
 }
@@ -111,10 +110,8 @@ function latencySpec(colors, state) {
     { key: 'wait', name: 'wait', dash: [6, 4] },
   ];
   return {
-    series: () =>
-      kinds.flatMap((k) => PRIORITIES.map((p) => ({ label: `${p} ${k.name}`, stroke: colors[p], dash: k.dash, fmt: fmtMs }))),
-    values: (points) =>
-      kinds.flatMap((k) => PRIORITIES.map((p) => points.map((pt) => at(pt[k.key]?.[p]?.[state.percentile])))),
+    series: () => kinds.flatMap((k) => PRIORITIES.map((p) => ({ label: `${p} ${k.name}`, stroke: colors[p], dash: k.dash, fmt: fmtMs }))),
+    values: (points) => kinds.flatMap((k) => PRIORITIES.map((p) => points.map((pt) => at(pt[k.key]?.[p]?.[state.percentile])))),
   };
 }
 
@@ -137,14 +134,17 @@ function uplotOptions(series, width) {
     ],
     series: [
       { label: 'time', value: (_u, v) => (v == null ? '—' : fmtClock(v * 1000)) },
-      ...series.map((s) => /** @type {import('uplot').Series} */ ({
-        label: s.label,
-        stroke: s.stroke,
-        width: s.dash ? 1.5 : 2,
-        dash: s.dash,
-        spanGaps: false,
-        value: (_u, v) => (v == null ? '—' : s.fmt(v)),
-      })),
+      ...series.map(
+        (s) =>
+          /** @type {import('uplot').Series} */ ({
+            label: s.label,
+            stroke: s.stroke,
+            width: s.dash ? 1.5 : 2,
+            dash: s.dash,
+            spanGaps: false,
+            value: (_u, v) => (v == null ? '—' : s.fmt(v)),
+          }),
+      ),
     ],
   };
 }

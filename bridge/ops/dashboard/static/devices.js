@@ -68,7 +68,13 @@ function recentTable(recent) {
   if (rows.length === 0) return el('p', { className: 'empty', text: 'No recent request.' });
   const head = ['id', 'priority', 'outcome', 'latency ms', 'time', 'instance'];
   const numeric = new Set(['latency ms', 'time']);
-  const thead = el('thead', {}, [el('tr', {}, head.map((h) => el('th', { className: numeric.has(h) ? 'num' : '', text: h, attrs: { scope: 'col' } })))]);
+  const thead = el('thead', {}, [
+    el(
+      'tr',
+      {},
+      head.map((h) => el('th', { className: numeric.has(h) ? 'num' : '', text: h, attrs: { scope: 'col' } })),
+    ),
+  ]);
   const tbody = el('tbody', {}, rows.map(recentRow));
   return el('div', { className: 'table-wrap' }, [el('table', { className: 'small' }, [thead, tbody])]);
 }

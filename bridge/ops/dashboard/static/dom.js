@@ -99,8 +99,18 @@ export function show(id, visible) {
  * @param {string} [caption]
  */
 export function table(columns, rows, caption) {
-  const head = el('tr', {}, columns.map((c) => el('th', { className: c.num ? 'num' : '', text: c.label, attrs: { scope: 'col' } })));
-  const body = rows.map((cells) => el('tr', {}, cells.map((text, i) => td(text, columns[i]?.num ? 'num' : ''))));
+  const head = el(
+    'tr',
+    {},
+    columns.map((c) => el('th', { className: c.num ? 'num' : '', text: c.label, attrs: { scope: 'col' } })),
+  );
+  const body = rows.map((cells) =>
+    el(
+      'tr',
+      {},
+      cells.map((text, i) => td(text, columns[i]?.num ? 'num' : '')),
+    ),
+  );
   const parts = [];
   if (caption) parts.push(el('caption', { text: caption }));
   parts.push(el('thead', {}, [head]), el('tbody', {}, body));

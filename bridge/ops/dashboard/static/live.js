@@ -100,9 +100,7 @@ function instanceRow(i, now, tickMs) {
   /** @type {Array<Node | string>} */
   const name = [el('span', { className: 'mono', text: i.instance })];
   if (stale) name.push(' ', badge('stale', 'muted'));
-  const ready = i.ready
-    ? badge('yes', 'ok')
-    : badge(`no: ${(Array.isArray(i.notReady) ? i.notReady : []).join(', ') || 'not ready'}`, 'bad');
+  const ready = i.ready ? badge('yes', 'ok') : badge(`no: ${(Array.isArray(i.notReady) ? i.notReady : []).join(', ') || 'not ready'}`, 'bad');
   const row = el('tr', { className: stale ? 'stale' : '' }, [
     nodeTd(name),
     td(i.version, 'mono'),

@@ -44,7 +44,8 @@ export function createSseParser(onEvent) {
       if (c !== '\n' && c !== '\r') continue;
       line(buffer.slice(start, i));
       if (c === '\r') {
-        if (i + 1 === buffer.length) skipLeadingLf = true; // a CRLF may be split across chunks
+        if (i + 1 === buffer.length)
+          skipLeadingLf = true; // a CRLF may be split across chunks
         else if (buffer[i + 1] === '\n') i++;
       }
       start = i + 1;

@@ -142,14 +142,12 @@ export function bigJson(ctx: InputContext): fc.Arbitrary<string> {
     near.map((size) => JSON.stringify({ id: 'big', messages: [{ role: 'user', content: 'x'.repeat(size) }] })),
     near.map((size) => JSON.stringify({ id: 'many', messages: Array.from({ length: Math.floor(size / 40) }, () => ({ role: 'user', content: 'hi' })) })),
     near.map((size) => `{"id":"keys",${Array.from({ length: Math.floor(size / 12) }, (_, i) => `"k${i}":1`).join(',')}}`),
-    fc
-      .integer({ min: 1, max: 5000 })
-      .map((n) =>
-        JSON.stringify({
-          id: 'tools',
-          messages: [{ role: 'user', content: 'x' }],
-          tools: Array.from({ length: n }, (_, i) => ({ type: 'function', function: { name: `f${i}`, parameters: { type: 'object' } } })),
-        }),
-      ),
+    fc.integer({ min: 1, max: 5000 }).map((n) =>
+      JSON.stringify({
+        id: 'tools',
+        messages: [{ role: 'user', content: 'x' }],
+        tools: Array.from({ length: n }, (_, i) => ({ type: 'function', function: { name: `f${i}`, parameters: { type: 'object' } } })),
+      }),
+    ),
   );
 }

@@ -20,11 +20,14 @@ export class MemoryLimits implements Limits {
   /** Until when a 429 paused every call to the upstream. */
   pausedUntil = 0;
 
-  /** `sweep`: the whole store's, run every SWEEP_EVERY publishes counted, so a long run does not grow without bound. */
-  constructor(private readonly sweep: (now: number) => void) {}
+  /** `sweepOthers`: the rest of the store's sweep, run with this quota's every SWEEP_EVERY publishes counted, so a long run does not grow without bound. */
+  constructor(private readonly sweepOthers: (now: number) => void) {}
 
   async chargeQuota(deviceId: string, rpm: number, now: number): Promise<QuotaCharge> {
-    if (++this.admissions % SWEEP_EVERY === 0) this.sweep(now);
+    if (++this.admissions % SWEEP_EVERY === 0) {
+      this.quota.sweep(now);
+      this.sweepOthers(now);
+    }
     return this.quota.charge(deviceId, rpm, now);
   }
 
@@ -55,11 +58,6 @@ export class MemoryLimits implements Limits {
     const rpmAt = rpmFree ? now : this.calls.freeAt(rpm, now);
     const tpmAt = tpmFree || tpm === undefined ? now : this.calls.weightFreeAt(tpm - tokens, now);
     return { ok: false, retryAtMs: Math.max(rpmAt, tpmAt) };
-  }
-
-  /** Forgets idle devices' windows. */
-  sweepQuota(now: number): void {
-    this.quota.sweep(now);
   }
 }
 

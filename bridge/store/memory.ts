@@ -26,9 +26,8 @@ export class MemoryStore implements Store {
     const ready = new ReadyQueue(fairShare);
     const records = new Records();
     const cache = new AnswerCache();
-    // Forgets idle devices' windows and expired replies and answers, so a long run does not grow without bound.
+    // Expired replies and answers go with idle devices' windows.
     this.limits = new MemoryLimits((now) => {
-      this.limits.sweepQuota(now);
       records.sweep(now);
       cache.sweep(now);
     });

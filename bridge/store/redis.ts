@@ -40,7 +40,7 @@ export interface RedisStoreOptions {
 
 export class RedisStore implements Store {
   readonly durable = true;
-  readonly keys: RedisKeys;
+  private readonly keys: RedisKeys;
   readonly queue: RedisJobQueue;
   readonly limits: RedisLimits;
   readonly answers: RedisAnswers;

@@ -27,8 +27,11 @@ export interface StepResult extends ReplyCounts {
   rssMb: number;
   /** The bridge's `queue_full` refusals by its overload guards in this step, by reason (its /metrics). */
   shed?: Record<string, number>;
-  /** Systems on Redis: Redis commands (those inside scripts included) and Redis CPU µs per answered request, and the busiest commands. */
-  redis?: { commands: number; cpuUs: number; top: Record<string, number> };
+  /**
+   * Systems on Redis, per answered request: Redis commands (those inside scripts included),
+   * calls (round trips: the reads Redis served), Redis CPU µs, and the busiest commands.
+   */
+  redis?: { commands: number; calls: number; cpuUs: number; top: Record<string, number> };
 }
 
 export interface OverloadResult extends ReplyCounts {

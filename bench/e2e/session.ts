@@ -81,7 +81,9 @@ function logStep(sut: Sut, rate: number, step: StepResult): void {
   log(
     `${sut.label} @ ${rate}: ${step.passed ? 'pass' : 'FAIL'}  ${step.achievedRate} replies/s  p50 ${step.latencyMs.p50} p99 ${step.latencyMs.p99} ms` +
       `  lost ${step.lost}  errors ${JSON.stringify(step.errors)}${step.shed ? `  shed ${JSON.stringify(step.shed)}` : ''}  cpu ${JSON.stringify(step.cpu)}  ${perRequestUs} µs/req  rss ${step.rssMb} MB` +
-      (step.redis ? `\n  redis per request: ${step.redis.commands} commands, ${step.redis.cpuUs} µs CPU; ${JSON.stringify(step.redis.top)}` : ''),
+      (step.redis
+        ? `\n  redis per request: ${step.redis.commands} commands, ${step.redis.calls} calls, ${step.redis.cpuUs} µs CPU; ${JSON.stringify(step.redis.top)}`
+        : ''),
   );
 }
 

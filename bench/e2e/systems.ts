@@ -10,7 +10,7 @@ import { cpuSeconds } from '../proc.js';
 import type { SystemId } from '../results.js';
 import { distFile } from './console.js';
 import { BENCH_QUEUE_WAIT_MS } from './plan.js';
-import { commandCalls, type CommandCalls } from './redis-stats.js';
+import { redisCounters, type RedisCounters } from './redis-stats.js';
 import { shedCounts } from './shed.js';
 import type { Upstream } from './upstream.js';
 
@@ -28,8 +28,8 @@ export interface Sut {
   cpu: Record<string, () => number>;
   /** Our bridge's overload refusals so far, by reason (the other systems have none). */
   shed?: () => Promise<Record<string, number>>;
-  /** Systems on Redis: the commands Redis has run so far. */
-  redisCommands?: () => Promise<CommandCalls>;
+  /** Systems on Redis: the commands Redis has run and the calls it has read so far. */
+  redisCommands?: () => Promise<RedisCounters>;
   /** Our bridges: the OVERLOAD_QUEUE_WAIT_MS they run with (0, the default: the guard off). */
   queueWaitMs?: number;
   stop(): Promise<void>;
@@ -149,7 +149,7 @@ function onRedis(kind: RedisSystem): Starter {
       ports: deployment.ports,
       cpu: { redis: redisCpu.read, ...deployment.cpu },
       ...(kind.script ? {} : { shed: () => shedCounts(services), queueWaitMs: ctx.queueWaitMs }),
-      redisCommands: () => commandCalls(admin),
+      redisCommands: () => redisCounters(admin),
       async stop() {
         redisCpu.stop();
         await deployment.stop();

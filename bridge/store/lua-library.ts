@@ -19,14 +19,68 @@ function read(path: string): string {
   return readFileSync(new URL(path, LUA_DIR), 'utf8');
 }
 
-/** One function: its body, after setting `rcall` (redis.call cannot be read while a library loads) and, if it uses them, the fixed keys. */
-function registration(fnName: string, body: string): string {
+/**
+ * One step: its body as STEPS[name] (`many` runs it too), and a function of its own that runs
+ * it after setting `rcall` (redis.call cannot be read while a library loads).
+ */
+function registration(fnName: string, name: string, body: string): string {
   const uses = [...body.matchAll(INCLUDE_LINE)].map((m) => m[1] as string);
-  const unknown = uses.filter((name) => !INCLUDES.includes(name));
+  const unknown = uses.filter((include) => !INCLUDES.includes(include));
   if (unknown.length > 0) throw new Error(`unknown Lua include ${unknown.join(', ')} in ${fnName}`);
   const prelude = uses.includes('keys') ? 'useKeys(ARGV)\n' : '';
   const code = body.replace(INCLUDE_LINE, '');
-  return `redis.register_function('${fnName}', function(KEYS, ARGV)\nrcall = redis.call\n${prelude}${code}\nend)\n`;
+  return (
+    `STEPS['${name}'] = function(KEYS, ARGV)\n${prelude}${code}\nend\n` +
+    `redis.register_function('${fnName}', function(KEYS, ARGV)\nrcall = redis.call\nreturn STEPS['${name}'](KEYS, ARGV)\nend)\n`
+  );
+}
+
+/**
+ * `many`: several steps in one call, each as its own function would run it, in order. ARGV[1]
+ * the count, then per step its name, how many keys and how many arguments it takes, then those
+ * arguments; KEYS holds every step's keys in order. Each step runs under pcall: a step that
+ * fails answers {0, message} and the others still run; one that succeeds answers {1, result}.
+ */
+const MANY = `
+local function slice(list, from, count)
+  local out = {}
+  for i = 1, count do out[i] = list[from + i] end
+  return out
+end
+local function errorText(err)
+  if type(err) == 'table' then err = err.err end
+  return tostring(err)
+end
+redis.register_function('%NAME%', function(KEYS, ARGV)
+  rcall = redis.call
+  local out, k, a = {}, 0, 1
+  for i = 1, tonumber(ARGV[1]) do
+    local name, nKeys, nArgs = ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    a = a + 3
+    local keys, args = slice(KEYS, k, nKeys), slice(ARGV, a, nArgs)
+    k, a = k + nKeys, a + nArgs
+    local step = STEPS[name]
+    if not step then
+      out[i] = {0, 'unknown step ' .. name}
+    else
+      local ok, result = pcall(step, keys, args)
+      if ok then out[i] = {1, result} else out[i] = {0, errorText(result)} end
+    end
+  end
+  return out
+end)
+`;
+
+/** One step of a `many` call: which, its keys and its arguments. */
+export interface StepCall {
+  name: string;
+  keys: readonly string[];
+  args: readonly LuaArg[];
+}
+
+/** A step of a `many` call that failed on its own: the others' results stand. */
+export class StepFailed extends Error {
+  override readonly name = 'ReplyError';
 }
 
 export class LuaLibrary {
@@ -50,8 +104,9 @@ export class LuaLibrary {
       .slice(0, 12);
     this.name = `edge_ai_bridge_${hash}`;
     this.prefix = `eab_${hash}_`;
-    const functions = bodies.map(([name, body]) => registration(this.fn(name), body)).join('\n');
-    this.source = `#!lua name=${this.name}\nlocal rcall\n${helpers}\n${functions}`;
+    const functions = bodies.map(([name, body]) => registration(this.fn(name), name, body)).join('\n');
+    const many = MANY.replace('%NAME%', this.fn('many'));
+    this.source = `#!lua name=${this.name}\nlocal rcall\nlocal STEPS = {}\n${helpers}\n${functions}\n${many}`;
   }
 
   async call(redis: Redis, name: string, keys: readonly string[], args: readonly LuaArg[]): Promise<unknown> {
@@ -62,6 +117,22 @@ export class LuaLibrary {
       await redis.function('LOAD', 'REPLACE', this.source);
       return redis.fcall(this.fn(name), keys.length, ...keys, ...args);
     }
+  }
+
+  /**
+   * Several steps in one call (one round trip, one function entry for Redis): each step's
+   * result, or a StepFailed for a step that failed alone, in order. The call failing as a
+   * whole (Redis out of reach) rejects, as one step's call would.
+   */
+  async many(redis: Redis, calls: readonly StepCall[]): Promise<unknown[]> {
+    const keys: string[] = [];
+    const args: LuaArg[] = [calls.length];
+    for (const call of calls) {
+      keys.push(...call.keys);
+      args.push(call.name, call.keys.length, call.args.length, ...call.args);
+    }
+    const results = (await this.call(redis, 'many', keys, args)) as Array<[number, unknown]>;
+    return results.map(([ok, result]) => (ok === 1 ? result : new StepFailed(String(result))));
   }
 
   private fn(name: string): string {

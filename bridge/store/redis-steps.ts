@@ -3,6 +3,7 @@
 import type { Redis } from 'ioredis';
 import { BridgeError } from '../../contract/index.js';
 import { library, libraryWithoutFairShare, type LuaArg, type LuaLibrary } from './lua-library.js';
+import { StepBatch } from './step-batch.js';
 import type { RedisHealth } from './redis-health.js';
 import type { RedisKeys } from './redis-keys.js';
 import type { DeadLetterStep } from './redis-dead-letters.js';
@@ -30,6 +31,25 @@ export type Step =
   | 'upgrade-fences'
   | DeadLetterStep;
 
+/**
+ * The steps of a request's path, sent together with the others of their event-loop turn
+ * (step-batch.ts); the rest (reaps, drains, pages, upgrades) are rare and may be long, and go alone.
+ */
+const BATCHED: ReadonlySet<Step> = new Set<Step>([
+  'admit',
+  'admit-answered',
+  'claim',
+  'renew',
+  'record',
+  'complete',
+  'release',
+  'take-rate',
+  'settle',
+  'quota',
+  'lead',
+  'unlead',
+]);
+
 /** REDIS_WAIT_REPLICAS: see RedisStoreOptions. */
 export interface Replicas {
   count: number;
@@ -41,6 +61,7 @@ export interface Replicas {
 export class RedisSteps {
   private readonly library: LuaLibrary;
   private replication: Promise<void> | undefined;
+  private readonly batches = new Map<Redis, StepBatch>();
 
   constructor(
     readonly redis: Redis,
@@ -60,7 +81,19 @@ export class RedisSteps {
   run(step: Step, keys: string[], args: LuaArg[], connection: Redis = this.redis): Promise<unknown> {
     // Known silent: refused at once rather than left to time out behind the others.
     if (this.health?.healthy() === false) return Promise.reject(new BridgeError('unavailable', 'Redis is not answering'));
-    return this.guard(this.library.call(connection, step, keys, args));
+    if (!BATCHED.has(step)) return this.guard(this.library.call(connection, step, keys, args));
+    return this.guard(this.batchOf(connection).run({ name: step, keys, args }));
+  }
+
+  /** Sends every batch waiting now (shutdown). */
+  flush(): void {
+    for (const batch of this.batches.values()) batch.flush();
+  }
+
+  private batchOf(connection: Redis): StepBatch {
+    let batch = this.batches.get(connection);
+    if (!batch) this.batches.set(connection, (batch = new StepBatch(this.library, connection)));
+    return batch;
   }
 
   /** Redis out of reach is `unavailable` (never faked locally); a script error is a bug. */

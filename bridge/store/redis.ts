@@ -100,6 +100,7 @@ export class RedisStore implements Store {
 
   async close(): Promise<void> {
     this.queue.flush();
+    this.steps.flush();
     await this.usageBuffer.flush().catch(() => undefined);
   }
 }

@@ -41,6 +41,7 @@ round trip; nothing is recorded for it (admit-answered does that).
 local key, data, score, deadline = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local now, kRecord, kCache = tonumber(ARGV[11]), KEYS[1], ARGV[12] == '1' and KEYS[3]
 if tooLate(ARGV[13]) then return {'late'} end
+needNumbers(score, ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[21])
 local owner, leaseMs = ARGV[15], tonumber(ARGV[17])
 local rpm, tpm = tonumber(ARGV[18]), tonumber(ARGV[19])
 local refused = screen(kRecord, KEYS[2], tonumber(ARGV[9]), now)

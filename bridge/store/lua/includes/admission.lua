@@ -9,6 +9,15 @@ local function tooLate(cutoff)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(cutoff)
 end
 
+-- Numbers an admission orders or counts by are checked before anything is written: a bad
+-- one fails that admission alone, whole (a batch's others go on, lua-library.ts `many`).
+local function needNumbers(...)
+  for i = 1, select('#', ...) do
+    local n = tonumber((select(i, ...)))
+    if not n or n ~= n or n == math.huge or n == -math.huge then error('admission argument ' .. i .. ' is not a finite number') end
+  end
+end
+
 -- The device's publishes: a rolling window counted per bucket (window.lua).
 local QUOTA_WINDOW_MS = 60000
 

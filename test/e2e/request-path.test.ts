@@ -1,94 +1,10 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+// The request path with the store replaced by a spy or slowed down: how the bridge dispatches,
+// fills its slots and acknowledges, on the embedded broker. What a device sees of it, over both
+// broker modes, is test/helpers/device-suite.ts.
+import { describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../bridge/store/memory.js';
-import { ask, BROKER_MODES, sleep, startHarness, type Harness } from '../helpers/harness.js';
+import { ask, sleep, startHarness } from '../helpers/harness.js';
 import { waitUntil } from '../helpers/wait.js';
-
-describe.each(BROKER_MODES)('request path (device → %s broker → bridge → upstream → reply)', (mode) => {
-  let h: Harness;
-  beforeEach(async () => {
-    h = await startHarness({}, {}, undefined, { mode });
-  });
-  afterEach(async () => {
-    await h.close();
-  });
-
-  it('answers a QoS 1 request on the device result topic with the upstream content', async () => {
-    const device = await h.device('cam-1');
-    await device.publish('high', ask('r-1', 'Is there a scratch on this part?', { max_tokens: 64, temperature: 0.2 }));
-    const [reply] = await device.reply('r-1');
-
-    expect(reply).toMatchObject({ id: 'r-1', ok: true, priority: 'high', attempts: 1, cached: false });
-    if (!reply?.ok) throw new Error('expected ok');
-    expect(reply.content).toBe('sim answer to: Is there a scratch on this part?');
-    expect(reply.model).toBe('gpt-4o-mini');
-    // The simulator counts a token per 4 characters of the prompt and of its answer.
-    const question = 'Is there a scratch on this part?';
-    const answer = `sim answer to: ${question}`;
-    const prompt = Math.ceil(question.length / 4);
-    const completion = Math.ceil(answer.length / 4);
-    expect(reply.usage).toEqual({ prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion });
-    expect(reply.timing.total_ms).toBeGreaterThanOrEqual(reply.timing.upstream_ms);
-
-    expect(h.upstream.requests).toHaveLength(1);
-    const seen = h.upstream.requests[0];
-    expect(seen?.path).toBe('/v1/chat/completions');
-    expect(seen?.body).toEqual({
-      model: 'gpt-4o-mini',
-      messages: [{ role: 'user', content: 'Is there a scratch on this part?' }],
-      max_tokens: 64,
-      temperature: 0.2,
-    });
-  });
-
-  it('accepts QoS 0 and QoS 2 requests and two connections of one device', async () => {
-    const sub = await h.device('cam-2.sub');
-    const pub = await h.device('cam-2.pub');
-    await pub.publish('normal', ask('q0'), 0);
-    await pub.publish('low', ask('q2'), 2);
-    expect((await sub.reply('q0'))[0]?.ok).toBe(true);
-    expect((await sub.reply('q2'))[0]).toMatchObject({ ok: true, priority: 'low' });
-  });
-
-  it('sends X-Lock-Key and a rising X-Lock-Fence for requests that name a lock', async () => {
-    const device = await h.device('arm-1');
-    await device.publish('normal', ask('l1', 'a', { lock: 'line-3/robot-arm' }));
-    await device.reply('l1');
-    await device.publish('normal', ask('l2', 'b', { lock: 'line-3/robot-arm' }));
-    await device.reply('l2');
-    const fences = h.upstream.requests.map((r) => [r.headers['x-lock-key'], Number(r.headers['x-lock-fence'])]);
-    expect(fences).toEqual([
-      ['line-3/robot-arm', 1],
-      ['line-3/robot-arm', 2],
-    ]);
-  });
-
-  it('never calls the upstream twice for one (deviceId, id) and republishes the stored reply', async () => {
-    h.upstream.script({ delayMs: 300 });
-    const device = await h.device('cam-3');
-    await device.publish('normal', ask('dup', 'first'));
-    await device.publish('normal', ask('dup', 'second payload, same id'));
-    const [first] = await device.reply('dup');
-    await device.publish('high', ask('dup', 'third, after the answer'));
-    const replies = await device.reply('dup', { count: 2 });
-
-    expect(h.upstream.requests).toHaveLength(1);
-    expect(replies[1]).toEqual(first);
-    if (!first?.ok) throw new Error('expected ok');
-    expect(first.content).toBe('sim answer to: first');
-  });
-
-  it('keeps ids of different devices apart', async () => {
-    const a = await h.device('dev-a');
-    const b = await h.device('dev-b');
-    await a.publish('normal', ask('same', 'from a'));
-    await b.publish('normal', ask('same', 'from b'));
-    const [ra] = await a.reply('same');
-    const [rb] = await b.reply('same');
-    expect(ra?.ok && ra.content).toBe('sim answer to: from a');
-    expect(rb?.ok && rb.content).toBe('sim answer to: from b');
-    expect(h.upstream.requests).toHaveLength(2);
-  });
-});
 
 describe('dispatch', () => {
   it('claims a request reaching an idle instance in the store call that admits it', async () => {

@@ -1,7 +1,7 @@
 // Statements of the docs that follow from a rule in the code or a deployment file:
 // ADMIN_TOKEN's minimum length, the host ports docker-compose.yml takes, and retry_after_ms
-// on every queue_full (the store's 1000 ms is checked end to end in
-// test/e2e/bad-input.test.ts, the overload guards' in test/e2e/overload.test.ts).
+// on every queue_full (the store's 1000 ms is checked end to end in the device contract,
+// test/helpers/device-suite.ts, the overload guards' in test/e2e/overload.test.ts).
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -10,7 +10,7 @@ import type { Redis } from 'ioredis';
 
 const LUA_DIR = new URL('./lua/', import.meta.url);
 /** Includes in the order they must be defined (each uses only those before it). */
-const INCLUDES = ['keys', 'members', 'fair', 'window', 'records', 'admission', 'queue', 'cache', 'flight', 'claiming', 'spend', 'dead-letters'];
+const INCLUDES = ['call', 'keys', 'members', 'fair', 'window', 'records', 'admission', 'queue', 'cache', 'flight', 'claiming', 'spend', 'dead-letters', 'call-end'];
 const INCLUDE_LINE = /^--- @include "([a-z-]+)"$/gm;
 
 export type LuaArg = string | number;
@@ -21,7 +21,8 @@ function read(path: string): string {
 
 /**
  * One step: its body as STEPS[name] (`many` runs it too), and a function of its own that runs
- * it after setting `rcall` (redis.call cannot be read while a library loads).
+ * it after setting `rcall` (redis.call cannot be read while a library loads), within one call
+ * (includes/call.lua).
  */
 function registration(fnName: string, name: string, body: string): string {
   const uses = [...body.matchAll(INCLUDE_LINE)].map((m) => m[1] as string);
@@ -31,7 +32,7 @@ function registration(fnName: string, name: string, body: string): string {
   const code = body.replace(INCLUDE_LINE, '');
   return (
     `STEPS['${name}'] = function(KEYS, ARGV)\n${prelude}${code}\nend\n` +
-    `redis.register_function('${fnName}', function(KEYS, ARGV)\nrcall = redis.call\nreturn STEPS['${name}'](KEYS, ARGV)\nend)\n`
+    `redis.register_function('${fnName}', function(KEYS, ARGV)\nrcall = redis.call\nstartCall(false)\nlocal result = STEPS['${name}'](KEYS, ARGV)\nendCall()\nreturn result\nend)\n`
   );
 }
 
@@ -40,6 +41,7 @@ function registration(fnName: string, name: string, body: string): string {
  * the count, then per step its name, how many keys and how many arguments it takes, then those
  * arguments; KEYS holds every step's keys in order. Each step runs under pcall: a step that
  * fails answers {0, message} and the others still run; one that succeeds answers {1, result}.
+ * The steps share one call (includes/call.lua): its clock and counters are read once for all.
  */
 const MANY = `
 local function slice(list, from, count)
@@ -53,6 +55,7 @@ local function errorText(err)
 end
 redis.register_function('%NAME%', function(KEYS, ARGV)
   rcall = redis.call
+  startCall(true)
   local out, k, a = {}, 0, 1
   for i = 1, tonumber(ARGV[1]) do
     local name, nKeys, nArgs = ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
@@ -64,9 +67,11 @@ redis.register_function('%NAME%', function(KEYS, ARGV)
       out[i] = {0, 'unknown step ' .. name}
     else
       local ok, result = pcall(step, keys, args)
+      endStep()
       if ok then out[i] = {1, result} else out[i] = {0, errorText(result)} end
     end
   end
+  endCall()
   return out
 end)
 `;

@@ -6,7 +6,8 @@ import { library } from '../../bridge/store/lua-library.js';
 import { RedisStore } from '../../bridge/store/redis.js';
 import { redisKeys } from '../../bridge/store/redis-keys.js';
 import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
-import { makeJob } from './store-contract.js';
+import { makeJob, makeReply } from './store-contract.js';
+import { recordJson } from '../../bridge/store/job-size.js';
 
 const redis = connectRedis();
 const prefixes: string[] = [];
@@ -48,6 +49,45 @@ describe('redis store: steps batched per event-loop turn', () => {
     const k = redisKeys(prefix);
     expect((await redis.zrange(k.queue, '0', '-1')).map(jobKeyOf)).toEqual(['busy/earlier', 'dup/seen', 'fine/new']);
     expect(await redis.exists(k.idem('bad/nan'), k.idem('busy/later'))).toBe(0);
+  });
+  it("shares the upstream's budget window among a call's admissions: with 3 calls a minute, 3 of 5 are claimed, and the window counts 3", async () => {
+    const prefix = uniquePrefix('batch-budget');
+    prefixes.push(prefix);
+    const store = new RedisStore(redis, { prefix });
+    const now = Date.now();
+    const limits = { deviceRpm: 100, queueMax: 100 };
+    const claim = { owner: 'inst-1', max: 16, leaseMs: 30_000, rpm: 3, tpm: 1_000_000 };
+    const ids = ['a', 'b', 'c', 'd', 'e'];
+    const results = await Promise.all(
+      ids.map((id) => store.queue.admit(makeJob({ deviceId: `cam-${id}`, id, priority: 'normal', arrivalMs: now }), limits, now, claim)),
+    );
+
+    const claimed = results.flatMap((r) => (r.kind === 'queued' ? (r.along?.claim.jobs ?? []).map((j) => j.key) : []));
+    expect(claimed).toEqual(['cam-a/a', 'cam-b/b', 'cam-c/c']);
+    const k = redisKeys(prefix);
+    expect((await redis.zrange(k.queue, '0', '-1')).map(jobKeyOf)).toEqual(['cam-d/d', 'cam-e/e']);
+    const window = await redis.hgetall(k.budget);
+    const buckets = Object.entries(window).filter(([field]) => field.startsWith('c'));
+    expect({ n: window.n, calls: buckets.reduce((sum, [, calls]) => sum + Number(calls), 0) }).toEqual({ n: '3', calls: 3 });
+    // A later call reads what the batch wrote: the window is full.
+    expect(await store.limits.takeRate(10, 3, 1_000_000, now)).toMatchObject({ ok: false });
+  });
+  it('counts QUEUE_MAX_BYTES within a call: of three admissions with room for two, the third is queue_full; completions give the bytes back', async () => {
+    const prefix = uniquePrefix('batch-bytes');
+    prefixes.push(prefix);
+    const store = new RedisStore(redis, { prefix });
+    const now = Date.now();
+    const jobs = ['a', 'b', 'c'].map((id) => makeJob({ deviceId: 'cam', id, priority: 'normal', arrivalMs: now }));
+    const size = Buffer.byteLength(recordJson(jobs[0]!));
+    const limits = { deviceRpm: 100, queueMax: 100, queueMaxBytes: 2 * size + size / 2 };
+    const results = await Promise.all(jobs.map((job) => store.queue.admit(job, limits, now)));
+    expect(results.map((r) => r.kind)).toEqual(['queued', 'queued', 'queue_full']);
+    const k = redisKeys(prefix);
+    expect(Number(await redis.get(k.qbytes))).toBeGreaterThanOrEqual(2 * size);
+
+    const claimed = await store.queue.claim({ owner: 'inst-1', max: 2, leaseMs: 30_000, rpm: 100, tpm: 1_000_000 }, now);
+    await Promise.all(claimed.jobs.map((job) => store.queue.complete(job, makeReply(job), { ttlS: 60 }, now)));
+    expect(await redis.get(k.qbytes)).toBe('0');
   });
 });
 

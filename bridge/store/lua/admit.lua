@@ -48,8 +48,7 @@ local refused = screen(kRecord, KEYS[2], tonumber(ARGV[9]), now)
 if refused then return refused end
 local charges = tonumber(ARGV[24])
 local firstCharge = #KEYS - charges + 1
-local waiting = 0
-for _, n in ipairs(rcall('HVALS', K.depth)) do waiting = waiting + tonumber(n) end
+local waiting = waitingJobs()
 
 -- Nothing else waits, it names no lock, its deadline is ahead and the upstream has budget:
 -- it is the head of the queue, so it is claimed without going into the queue and out again.
@@ -69,16 +68,21 @@ if kCache then
   local answer = answerIn(cacheValue, now)
   if answer then return {'cached', answer} end -- counted against the quota, nothing written
 end
-local full = waiting >= tonumber(ARGV[10]) or queueBytesFull(ARGV[20], ARGV[21])
+local full = waiting >= tonumber(ARGV[10])
+-- Its size counts toward QUEUE_MAX_BYTES from here, given back if it is refused: the common
+-- case costs one command (none in a `many` call, call.lua).
+local size, counted = tonumber(ARGV[21]), not full
+local total = counted and countQueueBytes(K.qbytes, size, ARGV[20] ~= '')
+if total and total > tonumber(ARGV[20]) then full = true end
 local refusing, inFlight = 0, false
 if not full then refusing, inFlight = spendRefusal(KEYS, ARGV, firstCharge, 25, charges) end
 if full or refusing > 0 then
+  if counted then countQueueBytes(K.qbytes, -size) end
   if flying then endFlight(kCache, key) end
   if full then return {'queue_full'} end
   return {'budget_exceeded', refusing, inFlight and '1' or '0'}
 end
 reserveSpend(KEYS, ARGV, firstCharge, 25, charges)
-rcall('INCRBY', K.qbytes, ARGV[21])
 if ARGV[22] ~= '' then keepImage(KEYS[kCache and 4 or 3], kRecord, ARGV[22], ARGV[23]) end
 
 -- seq orders jobs of equal score by admission. A job claimed at once never waits in the

@@ -30,7 +30,7 @@ local charges = tonumber(ARGV[11])
 if charges > 0 and rcall('TYPE', kRecord)['ok'] == 'hash' and rcall('HEXISTS', kRecord, 'x') == 0 then
   settleSpend(KEYS, ARGV, #KEYS - charges + 1, 12, charges)
 end
-local v = readJob(kRecord, 'o', 'w')
+local v = readJob(kRecord, 'o', 'w', 'b', 'i')
 local held = v[1] ~= '' and v[1] or nil
 if held and unpackOwner(held) ~= owner then
   rcall('HSET', kRecord, 'x', tostring(now + ttlMs), 'y', reply)
@@ -43,7 +43,7 @@ else
   end
   -- Reaped back into the queue while its first holder was still answering it.
   dequeue(key, v[2])
-  forgetBytes(kRecord)
+  dropBytes(kRecord, v[3], v[4], true)
   recordReply(kRecord, reply, now, ttlMs)
 end
 local dropped = 0

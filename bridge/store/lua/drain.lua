@@ -26,6 +26,7 @@ for _, parked in ipairs(rcall('ZRANGE', K.parked, 0, -1)) do
   take(member)
 end
 rcall('DEL', K.queue, K.parked, K.depth)
+CALL.waiting = nil
 for lane in pairs(lanes) do rcall('DEL', lane) end
 for _, prio in ipairs(PRIORITIES) do rcall('DEL', fairKey(prio), classKey(prio)) end
 return out

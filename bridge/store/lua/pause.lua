@@ -4,6 +4,9 @@ KEYS[1] the queue (routes the call; includes/keys.lua)
 ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] until ms  ARGV[3] now ms
 ]]
 --- @include "keys"
+--- @include "window"
+
+leaveSharedWindow() -- it writes the budget's hash itself
 
 local untilMs, now = tonumber(ARGV[2]), tonumber(ARGV[3])
 if untilMs > tonumber(rcall('HGET', K.budget, 'pause') or '0') then

@@ -7,6 +7,8 @@ ARGV[1] the key prefix (includes/keys.lua)  ARGV[2] call id (bucket:estimate)  A
 --- @include "keys"
 --- @include "window"
 
+leaveSharedWindow() -- it writes the budget's hash itself
+
 local bucket, estimate = string.match(ARGV[2], '^(-?%d+):(%d+)$')
 if not bucket or rcall('HEXISTS', K.budget, 't' .. bucket) == 0 then return 0 end
 local delta = digits(tonumber(ARGV[3]) - tonumber(estimate))

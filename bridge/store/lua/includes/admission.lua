@@ -5,8 +5,7 @@
 -- unseen: the bridge gave up waiting for it and answered `unavailable` (redis-health.ts).
 local function tooLate(cutoff)
   if cutoff == '' then return false end
-  local t = rcall('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(cutoff)
+  return redisTimeMs() > tonumber(cutoff)
 end
 
 -- Numbers an admission orders or counts by are checked before anything is written: a bad

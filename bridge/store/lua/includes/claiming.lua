@@ -6,7 +6,7 @@
 local BUDGET_WINDOW_MS = 60000
 
 local function openBudget(now, tpm)
-  return openWindow(K.budget, now, BUDGET_WINDOW_MS, tpm ~= nil, 'pause')
+  return openSharedWindow(K.budget, now, BUDGET_WINDOW_MS, tpm ~= nil, 'pause')
 end
 
 -- A waiting job whose deadline passed, taken out of the queue: {jobJSON, attempts, recorded or ''}.
@@ -87,7 +87,7 @@ local function claimJobs(owner, max, leaseMs, rpm, tpm, now)
   end
   if #leases > 0 then rcall('ZADD', K.leases, unpack(leases)) end
   if #gone > 0 then rcall('ZREM', K.deadlines, unpack(gone)) end
-  for prio, delta in pairs(depth) do rcall('HINCRBY', K.depth, prio, delta) end
+  for prio, delta in pairs(depth) do changeDepth(prio, delta) end
   local callIds = closeWindow(budget)
   local retryAt = ''
   if blockedTokens then retryAt = tostring(windowFreeAt(budget, blockedTokens, rpm, tpm, now)) end

@@ -1,12 +1,5 @@
 -- Needs keys, members, fair and records.
 
--- QUEUE_MAX_BYTES ('' none): whether a job of `size` would take the stored size of every job
--- admitted and not yet answered (K.qbytes) over it.
-local function queueBytesFull(limit, size)
-  if limit == '' then return false end
-  return tonumber(rcall('GET', K.qbytes) or '0') + tonumber(size) > tonumber(limit)
-end
-
 -- A raw image, kept once by its hash (d: its base64, n: the job records naming it in their
 -- field i) until the last of them stops counting (forgetBytes), or `ttlMs` after the latest
 -- admission that named it, whichever comes first.
@@ -18,6 +11,21 @@ local function keepImage(kImage, kRecord, base64, ttlMs)
   rcall('HSET', kRecord, 'i', kImage)
 end
 
+-- How many jobs wait (K.depth summed), read once per call while no step of it changes the depth.
+local function waitingJobs()
+  if not CALL.waiting then
+    local waiting = 0
+    for _, n in ipairs(rcall('HVALS', K.depth)) do waiting = waiting + tonumber(n) end
+    CALL.waiting = waiting
+  end
+  return CALL.waiting
+end
+
+local function changeDepth(prio, delta)
+  rcall('HINCRBY', K.depth, prio, delta)
+  CALL.waiting = nil
+end
+
 -- Puts a job (back) in the ready queue at its score.
 local function enqueue(score, deadline, member)
   local _, prio, _, _, key = parseMember(member)
@@ -25,7 +33,7 @@ local function enqueue(score, deadline, member)
   laneAdd(score, member)
   rcall('HSET', rec(key), 'w', 'q' .. member)
   if deadline ~= '' then rcall('ZADD', K.deadlines, deadline, key) end
-  rcall('HINCRBY', K.depth, prio, 1)
+  changeDepth(prio, 1)
 end
 
 -- Frees `lockId` if `key` holds it, and moves the next job parked behind it back to the queue.
@@ -58,7 +66,7 @@ local function dequeue(key, place)
     _, member = unparkMember(member)
   end
   local _, prio = parseMember(member)
-  rcall('HINCRBY', K.depth, prio, -1)
+  changeDepth(prio, -1)
   rcall('HSET', rec(key), 'w', '')
   return true
 end

@@ -48,11 +48,17 @@ local UNHELD_TTL_MS = 7 * 24 * 3600 * 1000
 -- The record stops counting toward QUEUE_MAX_BYTES (answered, drained, or handed out for its
 -- last reply, which may never come), and stops holding its image (queue.lua keepImage): once,
 -- since its fields go with it.
+-- `bytes`, `image`: its fields b and i as read; `replaced`: the record is replaced next, and
+-- the fields go with it.
+local function dropBytes(kRecord, bytes, image, replaced)
+  if bytes then countQueueBytes(K.qbytes, -tonumber(bytes)) end
+  if image and rcall('HINCRBY', image, 'n', -1) <= 0 then rcall('DEL', image) end
+  if (bytes or image) and not replaced then rcall('HDEL', kRecord, 'b', 'i') end
+end
+
 local function forgetBytes(kRecord)
   local v = readJob(kRecord, 'b', 'i')
-  if v[1] then rcall('DECRBY', K.qbytes, v[1]) end
-  if v[2] and rcall('HINCRBY', v[2], 'n', -1) <= 0 then rcall('DEL', v[2]) end
-  if v[1] or v[2] then rcall('HDEL', kRecord, 'b', 'i') end
+  dropBytes(kRecord, v[1], v[2], false)
 end
 
 local function letGo(kRecord)

@@ -2,9 +2,9 @@
 -- ((n-1)·BUCKET_MS, n·BUCKET_MS], and tokens 't'..n when they are counted), with the totals of the buckets still in the window ('n'
 -- calls, 'w' tokens) and the oldest of them ('o'), so a check reads three fields. A bucket
 -- counts until all of it has left the window: "at most N in any rolling window" holds
--- exactly, and a slot frees at most one bucket late. A window is opened once per script,
--- tried per call in Lua, and written back once; the key expires two windows after its
--- newest bucket.
+-- exactly, and a slot frees at most one bucket late. A window is opened once per script (the
+-- upstream's budget once per `many` call: openSharedWindow), tried per call in Lua, and
+-- written back once; the key expires two windows after its newest bucket.
 local BUCKET_MS = 2000
 
 -- An integer as all its digits: Lua joins a number of 1e14 or more to a string as '1e+14',
@@ -59,30 +59,71 @@ local function tryWindow(w, tokens, limit, tokenLimit)
   return false
 end
 
--- Writes the calls tried in; returns their ids ('bucket:tokens'), in the order they were taken.
-local function closeWindow(w)
-  local n = #w.taken
-  local ids = {}
-  for i, tokens in ipairs(w.taken) do ids[i] = digits(w.last) .. ':' .. digits(tokens) end
+-- Writes `n` calls of `sum` tokens into the window's newest bucket, and its totals.
+local function writeWindow(w, n, sum)
   local fresh = false
   if n > 0 then
     fresh = rcall('HINCRBY', w.key, 'c' .. w.last, n) == n
-    if w.withTokens then rcall('HINCRBY', w.key, 't' .. w.last, digits(w.sum)) end
+    if w.withTokens then rcall('HINCRBY', w.key, 't' .. w.last, digits(sum)) end
   end
-  w.count, w.weight = w.count + n, w.weight + w.sum
   if w.moved or fresh then
     rcall('HSET', w.key, 'n', w.count, 'w', digits(w.weight), 'o', math.min(w.oldest, w.last))
     if fresh then rcall('PEXPIRE', w.key, w.windowMs * 2) end
   elseif n > 0 then
     rcall('HINCRBY', w.key, 'n', n)
-    if w.withTokens then rcall('HINCRBY', w.key, 'w', w.sum) end
+    if w.withTokens then rcall('HINCRBY', w.key, 'w', sum) end
   end
-  w.taken, w.sum, w.moved = {}, 0, false
+  w.moved = false
+end
+
+-- Counts the calls tried in, written now or, for the call's shared window, when the call ends;
+-- returns their ids ('bucket:tokens'), in the order they were taken.
+local function closeWindow(w)
+  local n = #w.taken
+  local ids = {}
+  for i, tokens in ipairs(w.taken) do ids[i] = digits(w.last) .. ':' .. digits(tokens) end
+  w.count, w.weight = w.count + n, w.weight + w.sum
+  if w.pendingN then
+    w.pendingN, w.pendingSum = w.pendingN + n, w.pendingSum + w.sum
+  else
+    writeWindow(w, n, w.sum)
+  end
+  w.taken, w.sum = {}, 0
   return ids
+end
+
+-- The shared window's counts so far, written; it stays open for the call's next steps.
+local function writePending(w)
+  writeWindow(w, w.pendingN, w.pendingSum)
+  w.pendingN, w.pendingSum = 0, 0
+end
+
+-- A window every step of a `many` call shares (the upstream's budget): read by the first step
+-- that opens it, counted by each, written when the call ends. A step that writes the hash
+-- itself (settle, pause) closes it first (leaveSharedWindow). Outside `many`, a plain window.
+local function openSharedWindow(key, now, windowMs, withTokens, extra)
+  local w = CALL.window
+  local first, last = math.floor((now - windowMs) / BUCKET_MS) + 1, math.ceil(now / BUCKET_MS)
+  if w and w.key == key and w.first == first and w.last == last and w.withTokens == withTokens and w.windowMs == windowMs then return w end
+  if w then writePending(w) end
+  w = openWindow(key, now, windowMs, withTokens, extra)
+  if CALL.shared then
+    w.pendingN, w.pendingSum = 0, 0
+    CALL.window = w
+  end
+  return w
+end
+
+-- Before a step writes the shared window's hash itself: the counts so far go out, and the next
+-- step reads the hash again.
+local function leaveSharedWindow()
+  if CALL.window then writePending(CALL.window) end
+  CALL.window = nil
 end
 
 -- After closeWindow: the earliest time a call of `tokens` would fit (buckets leave in order).
 local function windowFreeAt(w, tokens, limit, tokenLimit, now)
+  if w.pendingN then writePending(w) end -- the buckets are read below
   local count, weight = w.count, w.weight
   local function fits()
     return count < limit and (tokenLimit == nil or weight + tokens <= tokenLimit or count == 0)

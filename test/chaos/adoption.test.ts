@@ -65,6 +65,8 @@ async function rig(name: string, extraEnv: Record<string, string> = {}, count = 
   return { ids, bridges, start, devices };
 }
 
+const SEND_EVERY_MS = 20;
+
 /** 100 requests round-robin over the devices, 50 a second; what the broker acknowledged and what came back. */
 function send100(devices: ChaosDevice[]) {
   const sent = new Map<string, ChaosDevice>();
@@ -81,7 +83,7 @@ function send100(devices: ChaosDevice[]) {
           () => undefined,
         ),
       );
-      await sleep(20);
+      await sleep(SEND_EVERY_MS);
     }
     await Promise.all(pending);
   })();

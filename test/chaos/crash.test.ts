@@ -14,6 +14,9 @@ const TIMEOUT_MS = 2000; // lease = 7 s: work held by the killed instance is tak
 const DEVICES = 6;
 const BEFORE_KILL = 40; // requests published while the first instance runs
 const AFTER_KILL = 20; // published while no broker is listening
+const SEND_EVERY_MS = 25; // ~40 requests/s before the kill
+const SEND_DOWN_EVERY_MS = 10; // the requests while nothing listens
+const DOWN_MS = 300; // and then nothing listens a little longer before the restart
 
 const scene = chaosScene(redis);
 
@@ -61,7 +64,7 @@ describe('chaos: SIGKILL under load', () => {
     // ~40 requests/s against a capacity of 8 / 0.3 s ≈ 27/s: a queue builds up behind the calls in flight.
     for (let n = 0; n < BEFORE_KILL - 1; n += 1) {
       void send(n);
-      await sleep(25);
+      await sleep(SEND_EVERY_MS);
     }
     // The last one before the crash: its PUBACK arrives, then at once the process dies.
     const lastId = `${(devices[(BEFORE_KILL - 1) % DEVICES] as ChaosDevice).deviceId}-r${BEFORE_KILL - 1}`;
@@ -81,9 +84,9 @@ describe('chaos: SIGKILL under load', () => {
     // reconnect, so some may still be acknowledged by the restarted service (then they count).
     for (let n = BEFORE_KILL; n < BEFORE_KILL + AFTER_KILL; n += 1) {
       void send(n);
-      await sleep(10);
+      await sleep(SEND_DOWN_EVERY_MS);
     }
-    await sleep(300);
+    await sleep(DOWN_MS);
 
     const second = await startServiceProcess({ ...env, MQTT_PORT: String(port) });
     scene.services.push(second);

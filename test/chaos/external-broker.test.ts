@@ -19,6 +19,10 @@ import { connectRedis, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 const redis = connectRedis();
 
 const scene = chaosScene(redis);
+/** (b): how long the killed instance stays down before its restart. */
+const DOWN_MS = 1500;
+/** How often each bridge's /readyz is sampled. */
+const PROBE_EVERY_MS = 50;
 
 interface Rig {
   mq: Mosquitto;
@@ -139,7 +143,7 @@ async function okReplies(s: ServiceProcess): Promise<number> {
   return sum;
 }
 
-/** Samples /readyz of each bridge every 50 ms until stop(). */
+/** Samples /readyz of each bridge every PROBE_EVERY_MS until stop(). */
 function probeReadiness(bridges: ServiceProcess[]) {
   const probes: Array<{ bridge: number; at: number; status: number }> = [];
   let running = true;
@@ -148,7 +152,7 @@ function probeReadiness(bridges: ServiceProcess[]) {
       while (running) {
         const at = Date.now();
         probes.push({ bridge, at, status: await readyz(s.httpPort) });
-        await sleep(50);
+        await sleep(PROBE_EVERY_MS);
       }
     }),
   );
@@ -208,7 +212,7 @@ describe('chaos: external broker (Mosquitto), two bridges in one share group', (
     victim.child.kill('SIGKILL');
     const killedAt = Date.now();
     await victim.exited;
-    await sleep(1500); // down for a while: its round-robin turns queue in its session meanwhile
+    await sleep(DOWN_MS); // down for a while: its round-robin turns queue in its session meanwhile
     const restarted = await r.start(r.ids[0]);
     const restartedAt = Date.now();
     await waitUntil(() => Date.now() - restartedAt >= 2000, 5000);

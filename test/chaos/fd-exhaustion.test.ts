@@ -12,12 +12,15 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { connectChaosDevice, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
+import { quietFor, readUntil } from '../helpers/wait.js';
 import { connectPacket, PacketType, RawClient, subscribePacket } from '../helpers/raw-mqtt.js';
 
 const FD_LIMIT = 256;
 const HELD = 400;
 const CYCLES = 5000;
 const PARALLEL = 25;
+/** The device's pace while the descriptors run out and churn. */
+const ASK_EVERY_MS = 50;
 
 let service: ServiceProcess | undefined;
 let upstream: UpstreamSim | undefined;
@@ -71,14 +74,15 @@ describe('chaos: file descriptors run out', () => {
     };
     for (let i = 0; i < 20; i += 1) await ask();
     await waitUntil(() => device!.replies.length >= 20, 5000);
-    await sleep(500);
+    // No event says the warm-up's sockets have all opened or closed: a quiet moment before the baseline.
+    await quietFor(500);
     const start = { fds: fds(pid), rss: rssMb(pid) };
 
     let asking = true;
     const asker = (async () => {
       while (asking) {
         await ask().catch(() => undefined);
-        await sleep(50);
+        await sleep(ASK_EVERY_MS);
       }
     })();
 
@@ -88,12 +92,12 @@ describe('chaos: file descriptors run out', () => {
       socket.on('error', () => undefined);
       sockets.push(socket);
     }
-    await sleep(2000);
+    await waitUntil(() => fds(pid) > FD_LIMIT - 20, 5000);
     const atLimit = fds(pid);
     expect(atLimit).toBeGreaterThan(FD_LIMIT - 20); // the limit was reached: accepts fail with EMFILE
     expect(atLimit).toBeLessThanOrEqual(FD_LIMIT);
     const repliesWhileFull = device.replies.length;
-    await sleep(1000);
+    await waitUntil(() => device!.replies.length > repliesWhileFull, 1000);
     expect(device.replies.length).toBeGreaterThan(repliesWhileFull); // still served while at the limit
     for (const s of sockets.splice(0)) s.destroy();
 
@@ -108,8 +112,9 @@ describe('chaos: file descriptors run out', () => {
     await asker;
     const sentCount = n;
     await waitUntil(() => new Set(device!.replies.map((r) => r.id)).size >= sentCount, 10_000);
-    await sleep(2000);
-    const end = { fds: fds(pid), rss: rssMb(pid) };
+    // Back near the start once the churn's sockets are closed (within 2 s).
+    const near = (e: { fds: number; rss: number }): boolean => e.fds <= start.fds + 5 && e.rss < start.rss + 64;
+    const end = await readUntil(async () => ({ fds: fds(pid), rss: rssMb(pid) }), near, 2000, 100);
     console.log(
       `[chaos fds] limit ${FD_LIMIT}, held ${HELD}, cycles ${CYCLES}; device asked ${sentCount}, answered ${new Set(device.replies.map((r) => r.id)).size}; ` +
         `fds ${start.fds} → ${end.fds}, RSS ${start.rss.toFixed(0)} → ${end.rss.toFixed(0)} MB`,

@@ -11,7 +11,6 @@ import { leaseMsFor } from '../../bridge/recovery/leases.js';
 import { startServiceProcess } from '../../device-sim/service-process.js';
 import { startUpstreamSim, type RecordedRequest, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { chaosScene, connectChaosDevice, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
-import { sleep } from '../helpers/harness.js';
 import { connectRedis, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const redis = connectRedis();
@@ -116,7 +115,8 @@ describe('chaos: lock leases', () => {
     // start no further attempt with its stale fence.
     a.child.kill('SIGCONT');
     const callsBeforeWake = upstream.requests.length;
-    await sleep(2500);
+    // A's run ends there: it logs the lost lease instead of an attempt (a stale attempt would come before).
+    const leaseLost = await waitUntil(() => a.logs.some((l) => typeof l.msg === 'string' && l.msg.startsWith('lease lost before')), 5000);
     const afterWake = upstream.requests.slice(callsBeforeWake);
     const staleAfterWake = afterWake.filter((r) => fenceOf(r) <= fenceOf(aCall));
     // A's own request, answered by B, reaches its device through A once A runs again.
@@ -139,6 +139,7 @@ describe('chaos: lock leases', () => {
     // Every grant after A's carries a larger fence, and A started nothing once it woke.
     for (const r of upstream.requests.slice(1)) expect(fenceOf(r)).toBeGreaterThan(fenceOf(aCall));
     expect(staleAfterWake).toEqual([]);
+    expect(leaseLost).toBe(true);
     // A's own request was taken over by B (reaped, run again under a new grant).
     expect(takeover.length).toBeGreaterThanOrEqual(1);
     expect(aAnswered).toBe(true);

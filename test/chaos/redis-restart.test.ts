@@ -17,6 +17,7 @@ import { startPrivateRedis, type PrivateRedis } from '../../bench/redis-server.j
 const DEVICES = 8;
 const SEND_EVERY_MS = 50; // 20 requests/s across the fleet
 const PHASE_MS = 2000;
+const PROBE_EVERY_MS = 100;
 
 type Phase = 'before' | 'down' | 'restarted';
 
@@ -69,7 +70,7 @@ describe('chaos: Redis restart mid-load', () => {
     const prober = (async () => {
       while (probing) {
         probes.push({ at: Date.now(), status: await readyz(httpPort) });
-        await sleep(100);
+        await sleep(PROBE_EVERY_MS);
       }
     })();
 

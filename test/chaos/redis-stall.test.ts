@@ -17,6 +17,11 @@ const redis = connectRedis();
 const REDIS_TIMEOUT_MS = 2000;
 const STALL_MS = 8000;
 const PARTITION_MS = 5000;
+/** The steady load before the fault, and how often readiness is sampled throughout. */
+const STEADY_MS = 2000;
+const PROBE_EVERY_MS = 200;
+/** How soon after the heal the bridge must be ready again, by itself. */
+const READY_AGAIN_MS = 5000;
 
 const scene = chaosScene(redis);
 
@@ -47,11 +52,11 @@ describe('chaos: Redis stalls, then partitions, then heals', () => {
     const prober = (async () => {
       while (probing) {
         readiness.push([Date.now(), await readyz(service.httpPort)]);
-        await sleep(200);
+        await sleep(PROBE_EVERY_MS);
       }
     })();
 
-    await sleep(2000);
+    await sleep(STEADY_MS);
     const stallAt = Date.now();
     proxy.stall();
     await sleep(STALL_MS);
@@ -60,7 +65,7 @@ describe('chaos: Redis stalls, then partitions, then heals', () => {
     await sleep(PARTITION_MS);
     const healAt = Date.now();
     await proxy.heal();
-    await sleep(5000);
+    await waitUntil(() => readiness.some(([t, status]) => t >= healAt && status === 200), READY_AGAIN_MS, 50);
     probing = false;
     await Promise.all([load.stop(), prober]);
 

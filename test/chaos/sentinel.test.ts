@@ -13,8 +13,13 @@ import { startServiceProcess, type ServiceProcess } from '../../device-sim/servi
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { connectChaosDevice, readyz, steadyLoad, waitUntil, type ChaosDevice } from '../helpers/chaos.js';
 import { SENTINEL_NAME, startSentinelSet, type SentinelSet } from '../helpers/sentinel.js';
+import { readUntil } from '../helpers/wait.js';
 
 const DEVICES = 4;
+/** The scenario's phases under load: steady, then the replication link stalled before the kill, then the failover. */
+const STEADY_MS = 3000;
+const UNREPLICATED_MS = 500;
+const AFTER_KILL_MS = 2000;
 
 let service: ServiceProcess | undefined;
 let upstream: UpstreamSim | undefined;
@@ -52,19 +57,18 @@ async function failover(waitReplicas: number): Promise<{ acknowledged: number; l
   );
   // ~200 requests/s: the kill lands among admissions in flight.
   const load = steadyLoad(devices, 5);
-  await sleep(3000);
+  await sleep(STEADY_MS);
   set.replication.stall();
-  await sleep(500);
+  await sleep(UNREPLICATED_MS);
   set.killPrimary();
   await set.replication.partition();
-  await sleep(2000);
+  await sleep(AFTER_KILL_MS);
   await load.stop();
-  let primary = await set.currentPrimary();
-  for (let i = 0; i < 75 && primary !== set.replicaPort; i += 1) {
-    await sleep(200);
-    primary = await set.currentPrimary();
-  }
-  expect(primary).toBe(set.replicaPort);
+  const { replicaPort } = set;
+  const sentinels = set;
+  const current = (): Promise<number> => sentinels.currentPrimary();
+  const primary = await readUntil(current, (port) => port === replicaPort, 15_000, 200);
+  expect(primary).toBe(replicaPort);
   const { acknowledged, repliesOf } = load;
   // An answer `unavailable` (while the primary was gone) is an answer too.
   const ok = (id: string) => repliesOf(id).length > 0;

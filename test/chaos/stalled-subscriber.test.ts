@@ -41,7 +41,11 @@ interface Observer {
 async function startObserver(transport: Transport, port: number): Promise<Observer> {
   const child =
     transport === 'tcp'
-      ? spawn('mosquitto_sub', [
+      ? // -d prints "Subscribed (mid: 1): 1" on SUBACK; stdbuf makes its stdout line-buffered, so the line comes then.
+        spawn('stdbuf', [
+          '-oL',
+          'mosquitto_sub',
+          '-d',
           '-h',
           '127.0.0.1',
           '-p',
@@ -62,7 +66,7 @@ async function startObserver(transport: Transport, port: number): Promise<Observ
       : spawn(process.execPath, ['--input-type=module', '-e', WS_OBSERVER, `ws://127.0.0.1:${port}`, PASSWORD], { cwd: process.cwd() });
   let received = 0;
   let closed = false;
-  let subscribed = transport === 'tcp';
+  let subscribed = false;
   let buffered = '';
   child.stdout?.on('data', (chunk: Buffer) => {
     buffered += chunk.toString();
@@ -70,14 +74,13 @@ async function startObserver(transport: Transport, port: number): Promise<Observ
     buffered = lines.pop() ?? '';
     for (const line of lines) {
       if (line.startsWith('message')) received += 1;
-      else if (line === 'subscribed') subscribed = true;
+      else if (line === 'subscribed' || line.startsWith('Subscribed (mid:')) subscribed = true;
       else if (line === 'closed') closed = true;
     }
   });
   child.once('exit', () => (closed = true));
-  await waitUntil(() => subscribed, 5000);
-  // mosquitto_sub says nothing on SUBACK: give it the time a local subscribe takes.
-  if (transport === 'tcp') await sleep(300);
+  // On SUBACK: Aedes sends it once the subscription is in place.
+  if (!(await waitUntil(() => subscribed, 5000))) throw new Error(`the ${transport} observer never subscribed`);
   return { child, received: () => received, closed: () => closed };
 }
 
@@ -123,14 +126,16 @@ async function startPlant(transport: Transport, env: Record<string, string>): Pr
   return { service, devices, observer };
 }
 
-/** Sends `count` requests round-robin over the devices, one every 10 ms; resolves with their ids. */
+const SEND_EVERY_MS = 10;
+
+/** Sends `count` requests round-robin over the devices, one every SEND_EVERY_MS; resolves with their ids. */
 async function load(devices: ChaosDevice[], count: number, tag: string): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < count; i += 1) {
     const id = `${tag}-${i}`;
     ids.push(id);
     void (devices[i % devices.length] as ChaosDevice).publish('normal', { id, messages: [{ role: 'user', content: `question ${id}` }] });
-    await sleep(10);
+    await sleep(SEND_EVERY_MS);
   }
   return ids;
 }

@@ -69,15 +69,16 @@ describe.each(BROKER_MODES)('client retries on the %s broker', (mode) => {
   it('rejects what the request caused with its contract code, once, without a retry', async () => {
     h = await startHarness({ ...OPEN_LIMITS, MAX_PAYLOAD_BYTES: '2048' }, { latencyMs: 5 }, undefined, { mode });
     spy = await spyOn(h.url, 'cam-3');
-    client = await BridgeClient.connect({ url: h.url, deviceId: 'cam-3', attemptTimeoutMs: 300 });
+    const attemptTimeoutMs = 300;
+    client = await BridgeClient.connect({ url: h.url, deviceId: 'cam-3', attemptTimeoutMs });
     const invalid = await rejection(client.chat({ messages: [{ role: 'robot' as 'user', content: 'x' }] }));
     expect(invalid).toMatchObject({ code: 'invalid_request', attempts: 1 });
     expect(invalid.message).toContain('role');
     expect(invalid.reply?.error.code).toBe('invalid_request');
     const large = await rejection(client.chat(ask('x'.repeat(4000))));
     expect(large).toMatchObject({ code: 'payload_too_large', attempts: 1 });
-    // A retry would have come after 300 ms and been refused again: one reply each, after 1 s.
-    await sleep(1000);
+    // A retry would have come after attemptTimeoutMs and been refused again: one reply each, three of them later.
+    await sleep(3 * attemptTimeoutMs + 100);
     expect(spy.replies(invalid.requestId)).toHaveLength(1);
     expect(spy.replies(large.requestId)).toHaveLength(1);
     expect(h.upstream.requests).toHaveLength(0);

@@ -1,6 +1,8 @@
 import mqtt from 'mqtt';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ask, sleep, startHarness, subscribeGranted, type Harness } from '../helpers/harness.js';
+import { barrier, callsBeforeBarrier } from '../helpers/barrier.js';
+import { ask, startHarness, subscribeGranted, type Harness } from '../helpers/harness.js';
+import { eventually } from '../helpers/wait.js';
 
 describe('topic access for anonymous devices', () => {
   let h: Harness;
@@ -17,9 +19,10 @@ describe('topic access for anonymous devices', () => {
     const closed = new Promise<void>((resolve) => a.once('close', () => resolve()));
     a.publish('devices/cam-b/infer/high', JSON.stringify(ask('forged')), { qos: 1 });
     await closed;
-    await sleep(200);
-    expect(b.replies).toEqual([]);
-    expect(h.upstream.requests).toEqual([]);
+    // A barrier: B's own request on that topic, which the forged one would have come before.
+    await barrier(b, 'high');
+    expect(b.replies.map((r) => r.id)).toEqual(['barrier']);
+    expect(callsBeforeBarrier(h.upstream)).toEqual([]);
     a.end(true);
   });
 
@@ -33,8 +36,10 @@ describe('topic access for anonymous devices', () => {
     const b = await h.device('cam-b');
     await b.publish('normal', ask('for-b-only'));
     await b.reply('for-b-only');
-    await sleep(100);
-    expect(seen.filter((t) => t.startsWith('devices/'))).toEqual([]);
+    // A barrier: A's own request, answered after B's reply was out; a copy of that would come first.
+    await a.publishAsync('devices/cam-a/infer/normal', JSON.stringify(ask('for-a')), { qos: 1 });
+    await eventually("A's own reply", () => seen.includes('devices/cam-a/result'));
+    expect(seen.filter((t) => t.startsWith('devices/'))).toEqual(['devices/cam-a/result']);
     await a.endAsync();
   });
 
@@ -52,7 +57,7 @@ describe('topic access for anonymous devices', () => {
     const replies: string[] = [];
     a.on('message', (topic, payload) => replies.push(JSON.parse(payload.toString()).id));
     await a.publishAsync('devices/cam-a/infer/high', JSON.stringify(ask('v5-own')), { qos: 1 });
-    for (let i = 0; i < 100 && replies.length === 0; i++) await sleep(20);
+    await eventually('its own reply', () => replies.length > 0, 2000);
     expect(replies).toEqual(['v5-own']);
     expect(closed).toBe(false);
     expect(h.upstream.requests.length).toBe(1);

@@ -41,13 +41,14 @@ describe('response cache', () => {
   });
 
   it('forgets an answer after CACHE_TTL_S, and CACHE_TTL_S=0 turns it off', async () => {
-    h = await startHarness({ CACHE_TTL_S: '1' });
+    const ttlS = 1;
+    h = await startHarness({ CACHE_TTL_S: String(ttlS) });
     const d = await h.device('cam-4');
     await d.publish('normal', ask('t1', 'Status?'));
     await d.reply('t1');
     await d.publish('normal', ask('t2', 'Status?'));
     expect(okOf((await d.reply('t2'))[0]).cached).toBe(true);
-    await sleep(1100);
+    await sleep(ttlS * 1000 + 100); // past CACHE_TTL_S
     await d.publish('normal', ask('t3', 'Status?'));
     expect(okOf((await d.reply('t3'))[0]).cached).toBe(false);
     expect(h.upstream.requests).toHaveLength(2);

@@ -10,7 +10,8 @@ import { createClusterPlugins, type ClusterPlugins, type OpenRedis } from '../..
 import { loadConfig } from '../../bridge/config/config.js';
 import { newRedis } from '../../bridge/config/redis-endpoint.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
-import { sleep } from '../helpers/harness.js';
+import { sessionReady } from '../helpers/broker-ready.js';
+import { readUntil } from '../helpers/wait.js';
 import { startPrivateRedis, type PrivateRedis } from '../../bench/redis-server.js';
 
 const logger = createLogger('silent');
@@ -134,10 +135,8 @@ const publish = (node: Node, topic: string, payload: string, retain = false): Pr
 /** Waits until a node has learned (over Redis) of a persistent subscription made on another. */
 async function knowsSubscription(node: Node, topic: string, clientId: string): Promise<void> {
   const persistence = node.plugins.persistence as createPersistence.RedisPersistence;
-  for (let i = 0; i < 100; i += 1) {
-    if ((await persistence.subscriptionsByTopic(topic)).some((s) => s.clientId === clientId)) return;
-    await sleep(20);
-  }
+  const knows = (subs: { clientId: string }[]): boolean => subs.some((s) => s.clientId === clientId);
+  if (knows(await readUntil(() => persistence.subscriptionsByTopic(topic), knows, 2000))) return;
   throw new Error(`subscription of ${clientId} to ${topic} never reached the node`);
 }
 
@@ -146,6 +145,9 @@ async function connectionsOf(prefix: string): Promise<number> {
   const list = (await redis.call('CLIENT', 'LIST')) as string;
   return list.split('\n').filter((line) => line.includes(` name=${prefix}:`)).length;
 }
+
+/** The messages queued in a persistent session, not yet acknowledged (aedes-persistence-redis' list). */
+const outgoingOf = (prefix: string, clientId: string): Promise<number> => redis.llen(`{${prefix}}:aedes:outgoing:${clientId}`);
 
 describe('brokers on one Redis act as one', () => {
   it('delivers a reply published on one instance to a device connected to another', async () => {
@@ -187,9 +189,16 @@ describe('brokers on one Redis act as one', () => {
 
       await there.waitFor('held', 5000);
       await published;
-      await sleep(300); // the copy that came back from Redis has been and gone
-      expect(here.received).toEqual([{ topic: resultTopic(id), payload: 'held' }]);
-      expect(there.received).toEqual([{ topic: resultTopic(id), payload: 'held' }]);
+      // A barrier: published on the other instance after `held` reached Redis, it comes to this
+      // instance over Redis after the copy of `held` that came back, so that copy has been and gone.
+      await publish(two, resultTopic(id), 'after');
+      await Promise.all([here.waitFor('after'), there.waitFor('after')]);
+      const both = [
+        { topic: resultTopic(id), payload: 'held' },
+        { topic: resultTopic(id), payload: 'after' },
+      ];
+      expect(here.received).toEqual(both);
+      expect(there.received).toEqual(both);
     } finally {
       admin.disconnect();
     }
@@ -260,12 +269,17 @@ describe('brokers on one Redis act as one', () => {
     const back = await connect(restarted, id, { clean: false });
     expect(back.sessionPresent).toBe(true);
     await back.waitFor('before-restart');
-    // Acknowledged, so not delivered again on the next reconnect.
-    await sleep(100);
+    // Acknowledged (the session's queue empties with the PUBACK), so not delivered again on the next reconnect.
+    const queued = (): Promise<number> => outgoingOf(prefix, id);
+    await readUntil(queued, (n) => n === 0);
     await back.client.endAsync();
+    const connected = sessionReady(restarted.broker.aedes, id);
     const again = await connect(restarted, id, { clean: false });
-    await sleep(200);
-    expect(again.received).toEqual([]);
+    await connected; // what the session still held is written by now
+    // A barrier: anything redelivered arrives before this.
+    await publish(restarted, resultTopic(id), 'after');
+    await again.waitFor('after');
+    expect(again.received).toEqual([{ topic: resultTopic(id), payload: 'after' }]);
   });
 
   it('keeps two deployments with different prefixes apart: messages and sessions', async () => {
@@ -274,13 +288,14 @@ describe('brokers on one Redis act as one', () => {
     const yNode = await startNode(y);
     const id = deviceId();
 
-    // Live messages: y's publish goes out first; were it to leak, it would arrive before x's.
+    // Live messages: y's publish goes out first; were it to leak, it would arrive before x's, sent
+    // by another x instance so that it too comes to xNode over Redis.
+    const xPeer = await startNode(x);
     const live = await connect(xNode, `${id}.live`);
     await subscribe(live, resultTopic(id));
     await publish(yNode, resultTopic(id), 'from-y');
-    await publish(xNode, resultTopic(id), 'from-x');
+    await publish(xPeer, resultTopic(id), 'from-x');
     await live.waitFor('from-x');
-    await sleep(100);
     expect(live.received.map((m) => m.payload)).toEqual(['from-x']);
     await live.client.endAsync();
 
@@ -291,10 +306,13 @@ describe('brokers on one Redis act as one', () => {
     const yLater = await startNode(y);
     await publish(yLater, resultTopic(id), 'queued-in-y');
     await publish(xNode, resultTopic(id), 'queued-in-x');
+    const connected = sessionReady(xNode.broker.aedes, id);
     const back = await connect(xNode, id, { clean: false });
-    await back.waitFor('queued-in-x');
-    await sleep(100);
-    expect(back.received.map((m) => m.payload)).toEqual(['queued-in-x']);
+    await connected; // all the session held is written by now
+    // A barrier, over Redis as a leak from y would come: anything queued or leaked arrives before it.
+    await publish(xPeer, resultTopic(id), 'barrier');
+    await back.waitFor('barrier');
+    expect(back.received.map((m) => m.payload)).toEqual(['queued-in-x', 'barrier']);
 
     // Every key the persistence wrote is under x's hash tag; none under the library's bare names.
     const xKeys = await redis.keys(`{${x}}:*`);
@@ -308,8 +326,8 @@ describe('brokers on one Redis act as one', () => {
     const node = await startNode(prefix);
     expect(await connectionsOf(prefix)).toBe(3); // emitter pub + sub, persistence
     await stopNode(node);
-    for (let i = 0; i < 50 && (await connectionsOf(prefix)) > 0; i += 1) await sleep(20);
-    expect(await connectionsOf(prefix)).toBe(0);
+    const open = (): Promise<number> => connectionsOf(prefix);
+    expect(await readUntil(open, (n) => n === 0, 1000)).toBe(0);
   });
 
   it('refuses a prefix that would be a Redis glob or an MQTT wildcard', async () => {

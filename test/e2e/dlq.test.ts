@@ -4,8 +4,9 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ask, sleep, startHarness, type Harness } from '../helpers/harness.js';
+import { ask, startHarness, type Harness } from '../helpers/harness.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+import { readUntil } from '../helpers/wait.js';
 
 const cli = fileURLToPath(new URL('../../dist/bridge/cli.js', import.meta.url));
 const run = promisify(execFile);
@@ -75,11 +76,8 @@ describe('edge-ai-bridge dlq and usage', () => {
     // the instance has written its usage (once a second).
     const env = { PATH: process.env.PATH ?? '', REDIS_URL, REDIS_PREFIX: prefix };
     type Report = { byDevice: Record<string, { requests: number; promptTokens: number }> };
-    let report: Report = { byDevice: {} };
-    for (let tries = 0; tries < 20 && report.byDevice['cam-5'] === undefined; tries += 1) {
-      if (tries > 0) await sleep(250);
-      report = JSON.parse((await run(process.execPath, [cli, 'usage', '1', '--json'], { env })).stdout) as Report;
-    }
+    const usage = async (): Promise<Report> => JSON.parse((await run(process.execPath, [cli, 'usage', '1', '--json'], { env })).stdout) as Report;
+    const report = await readUntil(usage, (r) => r.byDevice['cam-5'] !== undefined, 5000, 250);
     expect(report.byDevice['cam-5']?.requests).toBe(1);
     expect(report.byDevice['cam-5']?.promptTokens).toBe((second?.ok && second.usage?.prompt_tokens) || -1);
     const table = (await run(process.execPath, [cli, 'usage', '1'], { env })).stdout;

@@ -1,7 +1,8 @@
 import { createServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectIdle, loopbackSource, resolveTarget } from '../../device-sim/idle.js';
-import { sleep, startHarness, type Harness } from '../helpers/harness.js';
+import { startHarness, type Harness } from '../helpers/harness.js';
+import { eventually, quietFor, waitUntil } from '../helpers/wait.js';
 
 describe('loopbackSource', () => {
   const address = (index: number, perAddress?: number): string => loopbackSource(index, perAddress).localAddress;
@@ -51,7 +52,7 @@ describe('idle devices (connectIdle) against the bridge', () => {
   const clients = (): Record<string, { conn: { remoteAddress?: string } }> =>
     (h.bridge.broker!.aedes as unknown as { clients: Record<string, { conn: { remoteAddress?: string } }> }).clients;
   const settled = async (): Promise<number> => {
-    for (let i = 0; i < 100 && h.bridge.broker!.aedes.connectedClients > 0; i++) await sleep(20);
+    await waitUntil(() => h.bridge.broker!.aedes.connectedClients === 0, 2000);
     return h.bridge.broker!.aedes.connectedClients;
   };
 
@@ -80,8 +81,9 @@ describe('idle devices (connectIdle) against the bridge', () => {
     // The subscription is real: a reply on one idle device's result topic reaches that socket
     // (and only it), as a QoS 1 PUBLISH the device acknowledges.
     await h.bridge.broker!.publish('devices/idl-idle-437/result', Buffer.from('{"hello":1}'), { qos: 1, retain: false });
-    for (let i = 0; i < 100 && received.length === 0; i++) await sleep(20);
-    await sleep(50);
+    await eventually('the reply on the idle device', () => received.length > 0, 2000);
+    // No barrier reaches the 599 other sockets: a copy sent to any of them would be here by now.
+    await quietFor(50);
     expect(received).toEqual([{ clientId: 'idl-idle-437', topic: 'devices/idl-idle-437/result', payload: '{"hello":1}' }]);
 
     await fleet.close();

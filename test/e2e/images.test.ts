@@ -3,7 +3,6 @@
 // MQTT 3.1.1 names everything in the topic, MQTT 5 may use user properties. Asserted on what the
 // camera got and what the upstream saw.
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Reply } from '../../contract/index.js';
 import { parseFleetArgs, runFleet } from '../../device-sim/fleet.js';
@@ -15,6 +14,7 @@ import type { Redis } from 'ioredis';
 import { redisKeys } from '../../bridge/store/redis-keys.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
 import { connectRedis } from '../helpers/redis.js';
+import { readUntil } from '../helpers/wait.js';
 
 const dir = tempDir('eab-images-');
 afterAll(() => dir.remove());
@@ -164,9 +164,7 @@ describe('raw camera images on Redis', () => {
         expect(held.size).toBeGreaterThan(0); // the reply's idempotency record at least
         return [...held].filter(([, value]) => value.includes(base64.slice(1000, 1100))).map(([key]) => key);
       };
-      let keys = await holding();
-      for (let i = 0; i < 40 && keys.length > 0; i += 1) keys = await sleep(50).then(holding);
-      expect(keys).toEqual([]);
+      expect(await readUntil(holding, (keys) => keys.length === 0, 2000, 50)).toEqual([]);
     } finally {
       redis.disconnect();
     }

@@ -81,11 +81,12 @@ describe('provider chain (device ↔ bridge ↔ primary / fallback simulators)',
 
   it('answers from the fallback while the primary answers 500, and routes priorities by CONFIG_FILE', async () => {
     const fallback = await fallbackSim();
+    const cooldownMs = 800;
     harness = await startHarness(
       {
         FALLBACK_URL: fallback.url,
         FALLBACK_MODEL: 'fallback-model',
-        BREAKER_COOLDOWN_MS: '800',
+        BREAKER_COOLDOWN_MS: String(cooldownMs),
         CONFIG_FILE: configFile({ ...BREAKER, routing: { low: { model: 'cheap-model' } } }),
       },
       { errorRate: 1 },
@@ -100,7 +101,7 @@ describe('provider chain (device ↔ bridge ↔ primary / fallback simulators)',
 
     // The primary recovers; after the cool-down one probe closes its circuit.
     primary.setOptions({ errorRate: 0 });
-    await sleep(900);
+    await sleep(cooldownMs + 100); // the cool-down, from the circuit's opening before a-3
     expect(await askOne(device, 'b-critical', 'critical')).toMatchObject({ model: 'gpt-4o-mini', attempts: 1 });
     // Routing: low goes to the cheaper model, critical keeps the primary model.
     expect(await askOne(device, 'b-low', 'low')).toMatchObject({ model: 'cheap-model', attempts: 1 });

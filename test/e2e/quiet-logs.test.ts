@@ -16,7 +16,8 @@ import { uniquePrefix } from '../helpers/redis.js';
 import { eventually } from '../helpers/wait.js';
 
 const INTERVAL_MS = 1000;
-const OUTAGE_MS = 3500;
+/** An outage held on purpose over a few repeat-log intervals: a start line, repeats, then the end line. */
+const OUTAGE_MS = 3.5 * INTERVAL_MS;
 
 type Line = Record<string, unknown> & { level: number; msg: string; time: number };
 

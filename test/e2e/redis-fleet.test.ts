@@ -6,8 +6,9 @@ import type { Reply } from '../../contract/index.js';
 import type { RecordedRequest } from '../../upstream-sim/sim.js';
 import { AGING_ENV, expectLowRunsUnderCriticalFlood } from '../helpers/aging.js';
 import { startFleet, type Fleet } from '../helpers/fleet.js';
-import { ask, sleep, type Device } from '../helpers/harness.js';
-import { eventually } from '../helpers/wait.js';
+import { barrier, callsBeforeBarrier } from '../helpers/barrier.js';
+import { ask, type Device } from '../helpers/harness.js';
+import { eventually, quietFor } from '../helpers/wait.js';
 
 /** The prompt of a recorded upstream call: the tag the test put in the message content. */
 const tagOf = (r: RecordedRequest): string => {
@@ -98,7 +99,8 @@ describe('a fleet of bridge instances on one Redis', () => {
 
     const { upstream } = fleet;
     await until('10 upstream calls', () => upstream.requests.length >= 10);
-    await sleep(1500);
+    // No barrier: the window holds whatever would follow. Were the budget per instance, more calls would come now.
+    await quietFor(1500);
     expect(upstream.requests).toHaveLength(10);
     // Both instances had work of their own: the budget is shared, not per instance.
     const replies = [...onOne.replies, ...onTwo.replies];
@@ -119,9 +121,9 @@ describe('a fleet of bridge instances on one Redis', () => {
     await Promise.all([a.publish('normal', ask('dup-1', 'from a')), b.publish('normal', ask('dup-1', 'from b'))]);
     const [fromA] = await a.reply('dup-1');
     const [fromB] = await b.reply('dup-1');
-    await sleep(300); // a second reply (a second run, or a republish) would show up by now
+    await barrier(a, 'normal', [b]); // a second reply (a second run, or a republish) would come before it
 
-    expect(fleet.upstream.requests).toHaveLength(1);
+    expect(callsBeforeBarrier(fleet.upstream)).toHaveLength(1);
     expect(fromA).toMatchObject({ id: 'dup-1', ok: true });
     expect(fromB).toEqual(fromA);
     // The one reply at the end answers both: one copy on each connection, whichever instance ran it.
@@ -141,12 +143,12 @@ describe('a fleet of bridge instances on one Redis', () => {
       expect(reply).toMatchObject({ id, ok: true, content: `sim answer to: question ${id}` });
       await pub.reply(id);
     }
-    await sleep(200);
+    await barrier(pub, 'high', [sub]); // a second copy of any reply would come before it
     for (const id of ids) {
       expect(repliesFor(sub, id)).toHaveLength(1);
       expect(repliesFor(pub, id)).toHaveLength(1);
     }
-    expect(fleet.upstream.requests).toHaveLength(ids.length);
+    expect(callsBeforeBarrier(fleet.upstream)).toHaveLength(ids.length);
   });
 
   it('still completes a low request while critical load saturates the bridge (aging, Redis store)', async () => {
@@ -171,8 +173,8 @@ describe('a fleet of bridge instances on one Redis', () => {
     await after.publish('high', ask('once-1', 'a different question'));
     const [again] = await after.reply('once-1');
     expect(again).toEqual(original);
-    await sleep(200);
+    await barrier(after, 'high'); // a run of the repeat, and its reply, would come before it
     expect(repliesFor(after, 'once-1')).toHaveLength(1);
-    expect(fleet.upstream.requests).toHaveLength(1);
+    expect(callsBeforeBarrier(fleet.upstream)).toHaveLength(1);
   });
 });

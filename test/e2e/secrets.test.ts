@@ -7,13 +7,14 @@
 // an observer, the devices), every admin HTTP answer (status, headers, body). None may contain
 // a secret, whole, without its prefix, or base64-encoded.
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { MqttClient } from 'mqtt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServiceProcess, type ServiceProcess } from '../../device-sim/service-process.js';
 import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
-import { ask, sleep } from '../helpers/harness.js';
+import { ask } from '../helpers/harness.js';
 import { connectTcp, connectTls, makePki, tempDir, writeAuthFile, type Pki } from '../helpers/security.js';
 import { eventually } from '../helpers/wait.js';
 
@@ -270,7 +271,8 @@ describe('secrets', () => {
     await Promise.all(clients.map((c) => c.endAsync().catch(() => undefined)));
     clients.length = 0;
     expect(await svc.stop('SIGTERM')).toBe(0);
-    await sleep(50);
+    // The process has exited; what it wrote last is read once its pipes close.
+    await Promise.all([svc.child.stdout, svc.child.stderr].map((pipe) => (pipe && !pipe.closed ? once(pipe, 'close') : undefined)));
 
     // Something real was captured, so a leak would be seen.
     const okReplies = [...repliesOf('cam-s1'), ...repliesOf('cam-s2')].filter((r) => r.ok === true);

@@ -6,10 +6,11 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ScadaAnswer, TypedData } from '../../contract/index.js';
+import { sparkplugStateTopic, type ScadaAnswer, type TypedData } from '../../contract/index.js';
 import { createLogger } from '../../bridge/logger.js';
 import { embeddedNodeLink, externalNodeLink } from '../../bridge/mqtt/sparkplug-link.js';
 import { EdgeNode, type EdgeNodeOptions } from '../../bridge/scada/sparkplug/edge-node.js';
+import type { SparkplugLink } from '../../bridge/scada/sparkplug/link.js';
 import type { OutputField } from '../../bridge/config/output.js';
 import { MemoryScadaState } from '../../bridge/store/memory-scada-state.js';
 import { BROKER_MODES, sleep, startHarness, type BrokerMode } from '../helpers/harness.js';
@@ -31,6 +32,8 @@ const FIELDS: Record<string, OutputField[]> = {
   count: [{ name: 'n', type: 'integer' }],
 };
 const BOUNDS = { maxEntries: 1000, maxRecordBytes: 16_384, ttlS: 3600 };
+/** The Edge Nodes' lease lifetime in these tests (renewed every third of it). */
+const LEASE_TTL_MS = 600;
 
 interface Rig {
   url: string;
@@ -75,6 +78,20 @@ const answer = (deviceId: string, requestId: string, data?: TypedData, quality: 
 
 const names = (s: Seen): string[] => s.metrics.map((m) => m.name ?? '').sort();
 
+/** A node's link that counts the messages on `topic` it has handed the node, in all its sessions. */
+function counting(link: SparkplugLink, topic: string): { link: SparkplugLink; count: () => number } {
+  let count = 0;
+  const open: SparkplugLink['open'] = (will, filters, handlers) =>
+    link.open(will, filters, {
+      ...handlers,
+      message: (t, payload) => {
+        if (t === topic) count += 1;
+        handlers.message(t, payload);
+      },
+    });
+  return { link: { willOutlivesProcess: link.willOutlivesProcess, open }, count: () => count };
+}
+
 describe.each(BROKER_MODES)('Sparkplug Edge Node (%s broker)', (mode) => {
   const cleanups: Array<() => Promise<void>> = [];
   afterEach(async () => {
@@ -98,7 +115,7 @@ describe.each(BROKER_MODES)('Sparkplug Edge Node (%s broker)', (mode) => {
       fieldsOf: (t) => FIELDS[t],
       log,
       idleDeaths: false,
-      leaseTtlMs: 600,
+      leaseTtlMs: LEASE_TTL_MS,
       retryMs: 100,
       ...extra,
     });
@@ -239,7 +256,7 @@ describe.each(BROKER_MODES)('Sparkplug Edge Node (%s broker)', (mode) => {
     await state.keepGood(answer('cam-1', 'r1', { ok: true, score: 1, count: 1, label: 'a' }));
     await state.announce({ kind: 'answer', answer: answer('cam-1', 'r1', { ok: true, score: 1, count: 1, label: 'a' }) });
     await host.wait('DBIRTH', 1, 'cam-1');
-    await sleep(700); // a lease renewal or two: still one publisher
+    await sleep(LEASE_TTL_MS + 100); // longer than a lease, renewed meanwhile: still one publisher
     expect(host.of('NBIRTH')).toHaveLength(1);
     expect(a.publishing).toBe(true);
     expect(b.publishing).toBe(false);
@@ -260,19 +277,29 @@ describe.each(BROKER_MODES)('Sparkplug Edge Node (%s broker)', (mode) => {
     const { r, host, state } = await setup();
     const t0 = Date.now();
     await host.state('scada-1', false, t0);
-    await startNode(r, state, { settings: { groupId: GROUP, edgeNodeId: NODE, primaryHostId: 'scada-1', deviceIdleMs: 600_000 } });
-    await sleep(300);
+    const states = counting(r.link(), sparkplugStateTopic('scada-1'));
+    const settings = { groupId: GROUP, edgeNodeId: NODE, primaryHostId: 'scada-1', deviceIdleMs: 600_000 };
+    const node = await startNode(r, state, { settings, link: states.link });
+    /** The node has read the `n`th STATE (retained copies included) and done all it does about it. */
+    const handled = async (n: number): Promise<void> => {
+      await eventually(`STATE ${n} read by the node`, () => states.count() >= n);
+      await node.idle();
+    };
+    await handled(1); // the retained offline
+    expect(node.publishing).toBe(false);
     expect(host.of('NBIRTH')).toEqual([]);
     await host.state('scada-1', true, t0 + 1);
     const [first] = await host.wait('NBIRTH');
     expect(metricValue(first!, 'bdSeq')).toBe(0);
     await host.state('scada-1', false, t0 - 1000); // older than the last one: ignored
-    await sleep(300);
+    await handled(3);
+    expect(node.publishing).toBe(true);
     expect(host.of('NDEATH')).toEqual([]);
     await host.state('scada-1', false, t0 + 2);
     const [death] = await host.wait('NDEATH');
     expect(metricValue(death!, 'bdSeq')).toBe(0);
-    await sleep(300);
+    await handled(5); // the new session's retained copy of that offline
+    expect(node.publishing).toBe(false);
     expect(host.of('NBIRTH')).toHaveLength(1);
     await host.state('scada-1', true, t0 + 3);
     const second = (await host.wait('NBIRTH', 2))[1]!;
@@ -292,11 +319,12 @@ describe.each(BROKER_MODES)('Sparkplug Edge Node (%s broker)', (mode) => {
     expect(death!.seq).toBe(2);
     await host.rebirth(GROUP, NODE);
     await host.wait('NBIRTH', 2);
-    await sleep(200);
-    expect(host.of('DBIRTH', 'cam-9')).toHaveLength(1); // a dead device is not born again by a rebirth
     await state.announce({ kind: 'answer', answer: answer('cam-9', 'r2', { ok: true, score: 2, count: 1, label: 'a' }) });
     const again = (await host.wait('DBIRTH', 2, 'cam-9'))[1]!;
     expect(metricValue(again, 'AI/inspect/score')).toBe(2);
+    // A dead device is not born again by a rebirth: its DBIRTHs are the first and r2's, which the
+    // node published after all of the rebirth (a barrier).
+    expect(host.of('DBIRTH', 'cam-9').map((s) => metricValue(s, 'AI/inspect/requestId'))).toEqual(['r1', 'r2']);
     expect(host.violations()).toEqual([]);
   });
 });

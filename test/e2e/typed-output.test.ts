@@ -11,7 +11,7 @@ import { startUpstreamSim, type UpstreamSim } from '../../upstream-sim/sim.js';
 import { ask, BROKER_MODES, okOf, startHarness, type Harness } from '../helpers/harness.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { tempDir } from '../helpers/security.js';
-import { sleep } from '../helpers/harness.js';
+import { readUntil } from '../helpers/wait.js';
 
 const dir = tempDir('eab-typed-');
 afterAll(() => dir.remove());
@@ -40,12 +40,8 @@ function configFile(name: string, content: Record<string, unknown>): string {
 }
 
 /** `read()` once it is defined (it follows the reply by a store step), or undefined after 5 s. */
-async function polled<T>(read: () => Promise<T | undefined>): Promise<T | undefined> {
-  for (const deadline = Date.now() + 5000; Date.now() < deadline; await sleep(20)) {
-    const value = await read();
-    if (value !== undefined) return value;
-  }
-  return undefined;
+function polled<T>(read: () => Promise<T | undefined>): Promise<T | undefined> {
+  return readUntil(read, (value) => value !== undefined, 5000, 20);
 }
 
 /** The JSON body of the upstream's `i`th request. */

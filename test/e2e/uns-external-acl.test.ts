@@ -7,7 +7,7 @@ import mqtt, { type IPublishPacket, type MqttClient } from 'mqtt';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { UnsPayloadSchema, type Reply } from '../../contract/index.js';
 import { SessionChecker } from '../../scada-sim/check.js';
-import { okOf, sleep, startHarness, type Harness } from '../helpers/harness.js';
+import { okOf, startHarness, type Harness } from '../helpers/harness.js';
 import { PLANT_ACL } from '../helpers/mosquitto.js';
 import { tempDir } from '../helpers/security.js';
 import { eventually } from '../helpers/wait.js';
@@ -65,7 +65,7 @@ describe('UNS on the plant broker with the documented ACL', () => {
     );
     h = await startHarness({ CONFIG_FILE: config, BROKER_USERNAME: 'bridge', BROKER_PASSWORD: USERS.bridge, MAX_ATTEMPTS: '1' }, {}, undefined, {
       mode: 'external',
-      mosquitto: { users: USERS, acl: ACL },
+      mosquitto: { users: USERS, acl: ACL, verbose: true }, // verbose: it logs the publishes it denies
     });
     const press = await login('press-1', 'press-1');
     await press.c.subscribeAsync(['devices/press-1/result', `${ROOT}/#`], { qos: 1 });
@@ -96,7 +96,7 @@ describe('UNS on the plant broker with the documented ACL', () => {
       qos: 1,
       retain: true,
     });
-    await sleep(300);
+    await eventually('the denial', () => h?.mosquitto?.logs().includes(`Denied PUBLISH from press-1 (d0, q1, r1, m`) === true);
     expect(scada.got).toHaveLength(1);
     expect(press.got.filter((p) => p.topic.startsWith(`${ROOT}/`))).toEqual([]);
     const late = await login('scada', 'scada-2');

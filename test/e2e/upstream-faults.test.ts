@@ -1,10 +1,11 @@
 // Upstream faults end to end: a real bridge against the upstream simulator, with scripted
 // 5xx, 4xx, 429 (Retry-After), hangs and slow answers. Every test checks both sides: what the
 // device was told on its result topic and what the upstream actually received.
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Reply } from '../../contract/index.js';
-import { ask, sleep, startHarness, type Harness } from '../helpers/harness.js';
-import { eventually } from '../helpers/wait.js';
+import { barrier, callsBeforeBarrier } from '../helpers/barrier.js';
+import { ask, startHarness, type Harness } from '../helpers/harness.js';
+import { eventually, quietFor } from '../helpers/wait.js';
 
 /** Polls until `predicate` holds; fails with `what` after `timeoutMs`. */
 const waitFor = (predicate: () => boolean, what: string, timeoutMs = 3000): Promise<void> => eventually(what, predicate, timeoutMs);
@@ -15,9 +16,6 @@ function expectError(reply: Reply | undefined, code: string): { code: string; me
   expect(reply.error.code).toBe(code);
   return reply.error;
 }
-
-/** Time after a reply during which no further upstream call may show up. */
-const SETTLE_MS = 250;
 
 describe('upstream faults (device ↔ bridge ↔ upstream simulator)', () => {
   let h: Harness | undefined;
@@ -41,10 +39,10 @@ describe('upstream faults (device ↔ bridge ↔ upstream simulator)', () => {
     if (!reply?.ok) throw new Error('expected ok');
     expect(reply.content).toBe('sim answer to: check weld');
 
-    await sleep(SETTLE_MS);
-    const seen = h.upstream.requests;
+    await barrier(device, 'high');
+    const seen = callsBeforeBarrier(h.upstream);
     expect(seen).toHaveLength(3);
-    expect(h.upstream.stats().byStatus).toMatchObject({ '500': 2, '200': 1 });
+    expect(h.upstream.stats().byStatus).toMatchObject({ '500': 2, '200': 2 }); // and the barrier's
     const expected = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'check weld' }], max_tokens: 32, temperature: 0 };
     for (const r of seen) expect(r.body).toEqual(expected);
   });
@@ -61,9 +59,10 @@ describe('upstream faults (device ↔ bridge ↔ upstream simulator)', () => {
     expect(error.message).toMatch(/\b500\b/);
     expect(error.message).toMatch(/3 attempts/);
 
-    await sleep(SETTLE_MS);
-    expect(h.upstream.requests).toHaveLength(3);
-    expect(h.upstream.stats().byStatus).toEqual({ '500': 3 });
+    h.upstream.setOptions({ errorRate: 0 }); // the barrier is answered
+    await barrier(device, 'low');
+    expect(callsBeforeBarrier(h.upstream)).toHaveLength(3);
+    expect(h.upstream.stats().byStatus).toEqual({ '500': 3, '200': 1 }); // and the barrier's
   });
 
   it('honours Retry-After on a 429 without using an attempt, and pauses the whole upstream meanwhile', async () => {
@@ -72,11 +71,11 @@ describe('upstream faults (device ↔ bridge ↔ upstream simulator)', () => {
     const first = await h.device('cam-a');
     const second = await h.device('cam-b');
 
+    const pause = vi.spyOn(h.bridge.store.limits, 'pauseUpstream');
     await first.publish('critical', ask('r-429', 'first'));
-    await waitFor(() => h.upstream.requests.length >= 1, 'the first upstream call');
-    // The 429 is answered at once; give the bridge a moment to read it and pause, then a
-    // second device asks while the pause runs.
-    await sleep(50);
+    // The 429 is answered at once; once the bridge has read it and paused, a second device asks
+    // while the pause runs.
+    await waitFor(() => pause.mock.calls.length > 0, 'the pause after the 429');
     const secondSentAt = Date.now();
     await second.publish('critical', ask('r-during-pause', 'second'));
 
@@ -85,8 +84,8 @@ describe('upstream faults (device ↔ bridge ↔ upstream simulator)', () => {
     expect(reply).toMatchObject({ id: 'r-429', ok: true, attempts: 1, priority: 'critical' });
     expect(other).toMatchObject({ id: 'r-during-pause', ok: true, attempts: 1 });
 
-    await sleep(SETTLE_MS);
-    const seen = h.upstream.requests;
+    await barrier(first, 'critical');
+    const seen = callsBeforeBarrier(h.upstream);
     expect(seen).toHaveLength(3);
     const content = (i: number): unknown => (seen[i]?.body as { messages: { content: string }[] }).messages[0]?.content;
     const t0 = seen[0]?.at as number;
@@ -100,7 +99,7 @@ describe('upstream faults (device ↔ bridge ↔ upstream simulator)', () => {
     // ... and so did the other device's request, although it was sent well inside the pause.
     expect(secondSentAt - t0).toBeLessThan(500);
     expect((seen[secondCall]?.at as number) - t0).toBeGreaterThanOrEqual(900);
-    expect(h.upstream.stats().byStatus).toEqual({ '429': 1, '200': 2 });
+    expect(h.upstream.stats().byStatus).toEqual({ '429': 1, '200': 3 }); // and the barrier's
   });
 
   it('gives up with upstream_error after more than MAX_RATE_LIMITED_RETRIES 429s', async () => {
@@ -115,9 +114,9 @@ describe('upstream faults (device ↔ bridge ↔ upstream simulator)', () => {
     expect(reply).toMatchObject({ priority: 'normal' });
     expect(error.message).toMatch(/429/);
 
-    await sleep(SETTLE_MS);
-    expect(h.upstream.requests).toHaveLength(2);
-    expect(h.upstream.stats().byStatus).toEqual({ '429': 2 });
+    await barrier(device, 'normal');
+    expect(callsBeforeBarrier(h.upstream)).toHaveLength(2);
+    expect(h.upstream.stats().byStatus).toEqual({ '429': 2, '200': 1 }); // and the barrier's
   });
 
   it('answers upstream_timeout after MAX_ATTEMPTS hanging calls of UPSTREAM_TIMEOUT_MS each', async () => {
@@ -136,9 +135,9 @@ describe('upstream faults (device ↔ bridge ↔ upstream simulator)', () => {
     expect(elapsed).toBeGreaterThanOrEqual(590);
     expect(elapsed).toBeLessThan(2000);
 
-    await sleep(SETTLE_MS);
-    expect(h.upstream.requests).toHaveLength(2);
-    expect(h.upstream.stats().byStatus).toEqual({ hang: 2 });
+    await barrier(device, 'high');
+    expect(callsBeforeBarrier(h.upstream)).toHaveLength(2);
+    expect(h.upstream.stats().byStatus).toEqual({ hang: 2, '200': 1 }); // and the barrier's
     expect((h.upstream.requests[1]?.at as number) - (h.upstream.requests[0]?.at as number)).toBeGreaterThanOrEqual(290);
   });
 
@@ -153,9 +152,9 @@ describe('upstream faults (device ↔ bridge ↔ upstream simulator)', () => {
     expect(error.message).toMatch(/^the upstream refused the request: 400 /);
     expect(reply).toMatchObject({ priority: 'normal' });
 
-    await sleep(SETTLE_MS);
-    expect(h.upstream.requests).toHaveLength(1);
-    expect(h.upstream.stats().byStatus).toEqual({ '400': 1 });
+    await barrier(device, 'normal');
+    expect(callsBeforeBarrier(h.upstream)).toHaveLength(1);
+    expect(h.upstream.stats().byStatus).toEqual({ '400': 1, '200': 1 }); // and the barrier's
   });
 
   it('answers expired at once when a 429 asks for a wait longer than the ttl_ms left', async () => {
@@ -174,9 +173,9 @@ describe('upstream faults (device ↔ bridge ↔ upstream simulator)', () => {
     expect(error.retry_after_ms).toBe(2000);
     expect(elapsed).toBeLessThan(500);
 
-    await sleep(SETTLE_MS);
-    expect(h.upstream.requests).toHaveLength(1);
-    expect(h.upstream.stats().byStatus).toEqual({ '429': 1 });
+    await barrier(device, 'critical');
+    expect(callsBeforeBarrier(h.upstream)).toHaveLength(1);
+    expect(h.upstream.stats().byStatus).toEqual({ '429': 1, '200': 1 }); // and the barrier's
   });
 
   it('holds RATE_LIMIT_RPM in a rolling window, and answers the held request unavailable at shutdown', async () => {
@@ -187,7 +186,8 @@ describe('upstream faults (device ↔ bridge ↔ upstream simulator)', () => {
     await device.reply('r-1');
     await device.reply('r-2');
 
-    await sleep(500);
+    // No barrier: the window holds whatever comes after r-3 too. Unheld, r-3's call would be here by now.
+    await quietFor(500);
     expect(h.upstream.requests).toHaveLength(2);
     for (const r of h.upstream.requests) expect(r.at - sentAt).toBeLessThan(300);
     expect(device.replies.map((r) => r.id)).toEqual(['r-1', 'r-2']);

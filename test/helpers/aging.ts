@@ -3,6 +3,7 @@
 import { expect } from 'vitest';
 import type { Reply } from '../../contract/index.js';
 import { ask, sleep, type Harness } from './harness.js';
+import { readUntil } from './wait.js';
 
 /** Offsets shrunk so aging shows within a test: low waits at most 300 ms behind critical. */
 export const AGING_ENV = {
@@ -11,6 +12,8 @@ export const AGING_ENV = {
   DEVICE_RATE_LIMIT_RPM: '10000',
 };
 const LOW_OFFSET_MS = 300;
+/** The flood's pace: faster than one upstream slot answers. */
+const FLOOD_EVERY_MS = 5;
 
 /** The prompts the upstream was asked, in order, without their "question " prefix. */
 export const upstreamOrder = (h: Pick<Harness, 'upstream'>): string[] =>
@@ -37,14 +40,16 @@ export async function expectLowRunsUnderCriticalFlood(h: Harness, tripMs: number
       const id = `crit-${seq++}`;
       sentAt.set(id, Date.now());
       await flooder.publish('critical', ask(id), 0);
-      await sleep(5);
+      await sleep(FLOOD_EVERY_MS);
     }
   })();
   let reply: Reply | undefined;
   let criticalWaiting: number;
   let lowSentAt: number;
   try {
-    await sleep(100);
+    // The flood has built a backlog of critical work before `low` comes.
+    const depth = () => h.bridge.store.operations.queueDepth();
+    await readUntil(depth, (d) => d.critical > 0, 2000);
     lowSentAt = Date.now();
     await asker.publish('low', ask('low-1'));
     [reply] = await asker.reply('low-1', { timeoutMs: 5000 });

@@ -54,9 +54,12 @@ export async function client(url: string, opts: IClientOptions = {}): Promise<Mq
   return c;
 }
 
-/** Subscribes to a fresh topic, publishes one message to it and returns what came back. */
-export async function echo(c: MqttClient, payload: string): Promise<string> {
-  const topic = `echo/${uid()}`;
+/**
+ * Subscribes to a fresh topic (under `under`, for an ACL), publishes one message to it and returns
+ * what came back. Also a barrier: it comes after anything the broker had already queued for `c`.
+ */
+export async function echo(c: MqttClient, payload: string, under = 'echo'): Promise<string> {
+  const topic = `${under}/${uid()}`;
   await c.subscribeAsync(topic, { qos: 1 });
   const received = new Promise<string>((resolve) => c.once('message', (_t, message) => resolve(message.toString())));
   await c.publishAsync(topic, payload, { qos: 1 });

@@ -25,3 +25,9 @@ export async function readUntil<T>(read: () => Promise<T>, done: (value: T) => b
     await sleep(everyMs);
   }
 }
+
+/**
+ * Waits `ms` during which something must NOT happen, for the few checks that have no barrier (no
+ * later event that is sure to come after what they fear). Say at the call what would show up by then.
+ */
+export const quietFor = (ms: number): Promise<void> => sleep(ms);

@@ -1,7 +1,8 @@
 // Mosquitto 2.0 + mqtt.js 5 facts the bridge's external-broker mode is built on: a PUBACK held
 // until admission keeps the message the broker's until acked, shared subscriptions included.
 import { afterEach, describe, expect, it } from 'vitest';
-import { broker, childClient, client, closeAll, sessionClient, sleep, uid, waitUntil } from '../helpers/mosquitto-clients.js';
+import { broker, childClient, client, closeAll, echo, sessionClient, uid, waitUntil } from '../helpers/mosquitto-clients.js';
+import { quietFor } from '../helpers/wait.js';
 
 afterEach(closeAll);
 
@@ -49,10 +50,12 @@ describe('b. PUBACK held until admission (mqtt.js customHandleAcks)', () => {
   });
 
   it('mqtt.js handles incoming packets one at a time: while done is held, the next message is not handed over', async () => {
-    const b = await broker();
+    const b = await broker({ verbose: true });
     const held: ((code: number) => void)[] = [];
     const seen: string[] = [];
+    const clientId = `serial-${uid()}`;
     const c = await client(b.url, {
+      clientId,
       customHandleAcks: (_topic, message, _packet, done) => {
         seen.push(message.toString());
         held.push((code) => done(code));
@@ -62,11 +65,14 @@ describe('b. PUBACK held until admission (mqtt.js customHandleAcks)', () => {
     await c.subscribeAsync(topic, { qos: 1 });
     const pub = await client(b.url);
     for (const payload of ['m1', 'm2', 'm3']) await pub.publishAsync(topic, payload, { qos: 1 });
-    await sleep(300); // all three are in the client's socket by now (window 20)
+    // The broker has sent all three (window 20); nothing the client does can show it has read
+    // them without handing them over: a quiet moment for its socket.
+    await waitUntil(() => new RegExp(`Sending PUBLISH to ${clientId} \\(d0, q1, r0, m3,`).test(b.logs()), 'm3 sent');
+    await quietFor(100);
     expect(seen).toEqual(['m1']);
     held.shift()?.(0);
     await waitUntil(() => seen.length === 2, 'm2');
-    await sleep(100);
+    await quietFor(100); // m3 is in the socket already: handed over now, were m2 not held
     expect(seen).toEqual(['m1', 'm2']);
     held.shift()?.(0);
     await waitUntil(() => seen.length === 3, 'm3');
@@ -85,11 +91,12 @@ describe('b. PUBACK held until admission (mqtt.js customHandleAcks)', () => {
     const other = await sessionClient(b.url, `other-${uid()}`, () => 0);
     await other.c.subscribeAsync(filter, { qos: 1 });
     await child.kill();
+    // The broker has seen the member go: had it passed 'req' on then, that would come before the sentinels.
+    await waitUntil(() => b.logs().includes(`Client ${clientId} closed its connection`), 'the member gone');
     // Round robin still counts the offline member: two sentinels reach the other member at least once.
     await pub.publishAsync('shheld/a', 's1', { qos: 1 });
     await pub.publishAsync('shheld/a', 's2', { qos: 1 });
     await waitUntil(() => other.received.length > 0, 'a sentinel');
-    await sleep(300);
     expect(other.received.map((r) => r.payload)).not.toContain('req');
     const resumed = await sessionClient(b.url, clientId, () => 0);
     await waitUntil(() => resumed.received.length > 0, 'redelivery');
@@ -115,7 +122,8 @@ describe('b. PUBACK held until admission (mqtt.js customHandleAcks)', () => {
     expect(other.received.map((r) => r.payload)).toEqual(['s1', 's2']);
     const resumed = await sessionClient(b.url, clientId, () => 0);
     expect(resumed.sessionPresent).toBe(false);
-    await sleep(300);
-    expect(resumed.received).toEqual([]);
+    // A barrier: a message of its own, after anything the broker still had for the clientId.
+    expect(await echo(resumed.c, 'barrier')).toBe('barrier');
+    expect(resumed.received.map((r) => r.payload)).toEqual(['barrier']);
   });
 });

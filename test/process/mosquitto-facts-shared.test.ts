@@ -1,7 +1,8 @@
 // Mosquitto 2.0 facts the bridge's external-broker mode is built on: a shared subscription
 // hands each message to one member, and the ACL must allow the real topic, not the $share filter.
 import { afterEach, describe, expect, it } from 'vitest';
-import { broker, client, closeAll, sessionClient, sleep, uid, waitUntil } from '../helpers/mosquitto-clients.js';
+import type { MqttClient } from 'mqtt';
+import { broker, client, closeAll, echo, sessionClient, uid, waitUntil } from '../helpers/mosquitto-clients.js';
 
 afterEach(closeAll);
 
@@ -10,16 +11,21 @@ describe('a. shared subscription', () => {
     const b = await broker();
     const group = uid();
     const got = [new Map<string, number>(), new Map<string, number>()];
+    const members: MqttClient[] = [];
     for (const seen of got) {
       const c = await client(b.url);
-      c.on('message', (_t, payload) => seen.set(payload.toString(), (seen.get(payload.toString()) ?? 0) + 1));
+      c.on('message', (topic, payload) => {
+        if (topic.startsWith('devices/')) seen.set(payload.toString(), (seen.get(payload.toString()) ?? 0) + 1);
+      });
       await c.subscribeAsync(`$share/${group}/devices/+/infer/+`, { qos: 1 });
+      members.push(c);
     }
     const pub = await client(b.url);
     await Promise.all(Array.from({ length: 200 }, (_, n) => pub.publishAsync(`devices/d${n}/infer/normal`, `m${n}`, { qos: 1 })));
     const [a, c] = got as [Map<string, number>, Map<string, number>];
     await waitUntil(() => a.size + c.size === 200, '200 deliveries');
-    await sleep(200);
+    // A barrier on each member: a second copy of any message would come before its own echo.
+    for (const member of members) expect(await echo(member, 'barrier')).toBe('barrier');
     for (let n = 0; n < 200; n += 1) expect((a.get(`m${n}`) ?? 0) + (c.get(`m${n}`) ?? 0)).toBe(1);
     expect(a.size).toBeGreaterThan(0);
     expect(c.size).toBeGreaterThan(0);
@@ -51,7 +57,8 @@ describe('d. device ACLs', () => {
     expect((await bridge.c.subscribeAsync('$share/edge-ai-bridge/devices/+/infer/+', { qos: 1 })).map((g) => g.qos)).toEqual([1]);
     const cam = await client(b.url, { username: 'cam-1', password: 'p1' });
     await cam.publishAsync('devices/cam-1/infer/normal', 'own', { qos: 1 });
-    await sleep(300);
-    expect(bridge.received).toEqual([]);
+    // A barrier: a message of the bridge's own (its ACL allows bridge/#), after 'own' would have come.
+    expect(await echo(bridge.c, 'barrier', 'bridge')).toBe('barrier');
+    expect(bridge.received.map((r) => r.payload)).toEqual(['barrier']);
   });
 });

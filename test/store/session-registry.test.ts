@@ -10,6 +10,8 @@ import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
 const redis = connectRedis();
 let prefix = '';
 const LEASE_MS = 150;
+/** Long enough for a lease of LEASE_MS to lapse (Redis expires it on its own clock). */
+const PAST_LEASE_MS = LEASE_MS + 100;
 
 afterEach(async () => {
   if (prefix) await deletePrefix(redis, prefix);
@@ -31,7 +33,7 @@ const record = (instanceId: string): Omit<SessionRecord, 'generation'> => ({
 /** Joins `a` and lets its lease lapse: the record as a survivor finds it. */
 async function dead(registry: RedisSessionRegistry, instanceId = 'a'): Promise<SessionRecord> {
   await registry.join(record(instanceId), LEASE_MS);
-  await sleep(LEASE_MS + 100);
+  await sleep(PAST_LEASE_MS);
   const [found] = await registry.lapsed();
   if (!found) throw new Error('no lapsed record');
   return found;
@@ -43,7 +45,7 @@ describe('session registry (Redis)', () => {
     const generation = await registry.join(record('a'), LEASE_MS);
     expect(await registry.lapsed()).toEqual([]);
     expect(await registry.renew('a', generation, LEASE_MS)).toBe('held');
-    await sleep(LEASE_MS + 100);
+    await sleep(PAST_LEASE_MS);
     expect(await registry.lapsed()).toEqual([{ ...record('a'), generation }]);
   });
 
@@ -99,7 +101,7 @@ describe('session registry (Redis)', () => {
     const registry = fresh();
     const found = await dead(registry);
     const first = await registry.claim(found, 'b', LEASE_MS);
-    await sleep(LEASE_MS + 100);
+    await sleep(PAST_LEASE_MS);
     const second = await registry.claim(found, 'c', 1000);
     const fence = (token: string | undefined): number => Number(token?.split('|')[1]);
     expect(fence(second?.token)).toBeGreaterThan(fence(first?.token));

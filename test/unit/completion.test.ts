@@ -32,8 +32,9 @@ const CONFIG: SchedulerConfig = {
 const LEASE_MS = leaseMsFor(CONFIG.upstreamTimeoutMs); // the scheduler's
 const LIMITS = { deviceRpm: 1000, queueMax: 1000 };
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const until = (check: () => boolean, ms = 3000): Promise<void> => eventually('the condition', check, ms);
+/** The scheduler's runs have ended: every reply recorded, published (or failed to) and completed. */
+const settled = (s: Scheduler): Promise<void> => eventually('the runs to end', () => s.inFlight === 0);
 
 /** An upstream that answers every call with a new content, optionally after `gate`. */
 function fakeUpstream() {
@@ -123,11 +124,11 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     expect(await store.queue.reap(CONFIG.maxAttempts, later())).toEqual([]);
     const up = fakeUpstream();
     const broker = fakeBroker();
-    scheduler(store, up.upstream, broker.results, 'heir', later);
+    const s = scheduler(store, up.upstream, broker.results, 'heir', later);
     await until(() => broker.sent.length === 1);
     expect(broker.sent[0]).toBe(JSON.stringify(reply));
     expect(up.calls).toEqual([]);
-    await sleep(50);
+    await settled(s);
     expect(await store.answers.storedReply(job.key, later())).toEqual(reply);
     expect(await store.queue.admit(job, LIMITS, later())).toEqual({ kind: 'duplicate_done', reply });
   });
@@ -139,9 +140,9 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     const up = fakeUpstream();
     const broker = fakeBroker();
     // maxAttempts 1: without the recorded reply, the reap would give up on the job (upstream_error).
-    scheduler(store, up.upstream, broker.results, 'heir', later, { ...CONFIG, maxAttempts: 1 });
+    const s = scheduler(store, up.upstream, broker.results, 'heir', later, { ...CONFIG, maxAttempts: 1 });
     await until(() => broker.sent.length === 1, 4000); // the first reap runs 2 s after start
-    await sleep(50);
+    await settled(s);
     expect(broker.sent).toEqual([JSON.stringify(reply)]);
     expect(up.calls).toEqual([]);
     expect((await store.operations.deadLetters.page(10, undefined, Date.now())).entries).toEqual([]);
@@ -155,9 +156,9 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     const later = () => Date.now() + LEASE_MS + 1;
     await store.queue.reap(CONFIG.maxAttempts, later());
     const broker = fakeBroker();
-    scheduler(store, fakeUpstream().upstream, broker.results, 'heir', later);
+    const s = scheduler(store, fakeUpstream().upstream, broker.results, 'heir', later);
     await until(() => broker.sent.length === 1);
-    await sleep(50);
+    await settled(s);
     expect(broker.sent).toEqual([JSON.stringify(reply)]);
     expect(await store.answers.storedReply(job.key, later())).toEqual(reply);
   });
@@ -173,13 +174,13 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     expect(await store.queue.admit(job, LIMITS, clock())).toEqual({ kind: 'queued' });
     s.wake();
     await until(() => up.calls.length === 1);
-    await sleep(100); // the publish failed: left to the lease
+    await settled(s); // the publish failed: left to the lease
     expect(broker.sent).toEqual([]);
     offset = LEASE_MS + 1;
     await store.queue.reap(CONFIG.maxAttempts, clock());
     s.wake();
     await until(() => broker.sent.length === 1);
-    await sleep(50);
+    await settled(s);
     expect(up.calls).toEqual(['r-2']);
     const reply = JSON.parse(broker.sent[0] as string) as Reply;
     expect(reply).toMatchObject({ id: 'r-2', ok: true, content: 'fresh answer 1', attempts: 1 });
@@ -208,7 +209,7 @@ describe.each(STORES)('record before publishing (%s store)', (_name, makeStore) 
     expect(taken.jobs.map((j) => j.id)).toEqual(['r-3']);
     open_();
     await until(() => sink.text().includes('lease lost before the reply could be recorded'));
-    await sleep(50);
+    await settled(s);
     expect(broker.sent).toEqual([]);
     // The holder records its own reply; the stalled one recorded none.
     const theirs = makeReply(job, 'the holder answers');

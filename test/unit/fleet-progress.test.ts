@@ -3,8 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { emptyDiagnosis, hints, noteDisconnect, notePublishRefused, noteStatus } from '../../device-sim/diagnosis.js';
 import { progressLine, startProgress, type LiveCounts } from '../../device-sim/progress.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+import { eventually } from '../helpers/wait.js';
 
 function counts(over: Partial<LiveCounts> = {}): LiveCounts {
   return { sent: 10, ok: 7, errors: { queue_full: 2 }, inFlight: 1, diagnosis: emptyDiagnosis(true), ...over };
@@ -30,11 +29,12 @@ describe('the progress line', () => {
     let out = '';
     const progress = startProgress({ write: (t: string) => (out += t), isTTY: true });
     progress.start(() => counts());
-    await sleep(1100);
+    const rewrites = (): number => out.match(/\r\x1b\[2Kdevice-sim: \d\.\d s {2}sent 10/g)?.length ?? 0;
+    await eventually('two rewrites of the line', () => rewrites() >= 2);
     progress.log('sent 10; waiting');
     progress.stop();
     expect(out).not.toMatch(/\/s\n/);
-    expect(out.match(/\r\x1b\[2Kdevice-sim: \d\.\d s {2}sent 10/g)?.length).toBeGreaterThanOrEqual(2);
+    expect(rewrites()).toBeGreaterThanOrEqual(2);
     expect(out).toMatch(/\r\x1b\[2Kdevice-sim: sent 10; waiting\ndevice-sim: [\d.]+ s {2}sent 10 .*\r\x1b\[2K$/);
   });
 
@@ -42,10 +42,11 @@ describe('the progress line', () => {
     let out = '';
     const progress = startProgress({ write: (t: string) => (out += t) }, 100);
     progress.start(() => counts());
-    await sleep(350);
+    const linesOf = (): string[] => out.split('\n').filter((l) => l !== '');
+    await eventually('three lines', () => linesOf().length >= 3);
     progress.log('closing');
     progress.stop();
-    const lines = out.split('\n').filter((l) => l !== '');
+    const lines = linesOf();
     expect(lines.length).toBeGreaterThanOrEqual(3);
     expect(lines.slice(0, -1).every((l) => /^device-sim: \d\.\d s {2}sent 10 {2}answered 9/.test(l))).toBe(true);
     expect(lines.at(-1)).toBe('device-sim: closing');

@@ -6,8 +6,9 @@
 // still rise.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisKeys } from '../../../bridge/store/redis-keys.js';
-import { ask, sleep, startHarness, type Harness } from '../../helpers/harness.js';
+import { ask, startHarness, type Harness } from '../../helpers/harness.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../../helpers/redis.js';
+import { readUntil } from '../../helpers/wait.js';
 
 const LOCK_NAMES = 400;
 /** The innocent device's answer, with the attacker's requests queued ahead of it. */
@@ -52,7 +53,7 @@ describe('isolation: many distinct lock names', () => {
     expect(Number(await redis.get(fence))).toBe(LOCK_NAMES + 1);
     // A job's lock is released just after its reply is published: give the last one a moment.
     const held = async (): Promise<number> => (await redis.hlen(k.locks)) + (await redis.zcard(k.parked));
-    for (let i = 0; i < 100 && (await held()) > 0; i += 1) await sleep(20);
+    await readUntil(held, (n) => n === 0, 2000, 20);
     expect(await redis.hlen(k.locks)).toBe(0);
     expect(await redis.zcard(k.parked)).toBe(0);
 

@@ -6,13 +6,13 @@
 // the upstream refuses counts 0 in the window at once, as does each refused attempt of a
 // retried request (a 429 on one key before another answers). Two instances on one Redis: the
 // attacker on one, the innocent device on the other, answered within a few seconds.
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Reply } from '../../../contract/index.js';
 import { readyz } from '../../helpers/chaos.js';
 import { startFleet, type Fleet } from '../../helpers/fleet.js';
 import { ask, type Harness } from '../../helpers/harness.js';
 import { connectRedis } from '../../helpers/redis.js';
+import { readUntil } from '../../helpers/wait.js';
 
 const TPM = 20_000;
 /** How long the innocent device may wait: the window would have held it for up to a minute. */
@@ -33,13 +33,16 @@ async function windowTokens(prefix: string): Promise<number> {
   }
 }
 
+/** The window's tokens once under `limit` (settlements follow the replies), or what it holds after `timeoutMs`. */
+function windowUnder(prefix: string, limit: number, timeoutMs = INNOCENT_BOUND_MS): Promise<number> {
+  const tokens = (): Promise<number> => windowTokens(prefix);
+  return readUntil(tokens, (t) => t < limit, timeoutMs, 20);
+}
+
 /** Polls the store until the window is empty; fails after `timeoutMs`. */
 async function windowEmptied(prefix: string, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while ((await windowTokens(prefix)) !== 0) {
-    if (Date.now() > deadline) throw new Error(`the window still holds ${await windowTokens(prefix)} tokens`);
-    await sleep(20);
-  }
+  const tokens = await windowUnder(prefix, 1, timeoutMs);
+  if (tokens !== 0) throw new Error(`the window still holds ${tokens} tokens`);
 }
 
 async function answeredWithin(instance: Harness, deviceId: string, id: string, extra: Record<string, unknown>): Promise<number> {
@@ -114,9 +117,7 @@ describe("isolation: max_tokens and the fleet's TPM window", () => {
     expect(new Set(keys).size).toBe(2);
     // Only the answer's real usage stays; the refused attempt's 9 000 held it for a minute before.
     const { prefix } = fleet;
-    const deadline = Date.now() + INNOCENT_BOUND_MS;
-    while ((await windowTokens(prefix)) >= 1000 && Date.now() < deadline) await sleep(20);
-    expect(await windowTokens(prefix)).toBeLessThan(1000);
+    expect(await windowUnder(prefix, 1000)).toBeLessThan(1000);
 
     // 16 000 more would not fit beside an unsettled 9 000 in a 20 000 window.
     await answeredWithin(two, 'innocent', 'i3', { max_tokens: 16_000 });
@@ -134,8 +135,6 @@ describe("isolation: max_tokens and the fleet's TPM window", () => {
     expect(fleet.upstream.requests).toHaveLength(1);
     // The leader's call holds what it used; the follower's holds nothing.
     const { prefix } = fleet;
-    const deadline = Date.now() + INNOCENT_BOUND_MS;
-    while ((await windowTokens(prefix)) >= 1000 && Date.now() < deadline) await sleep(20);
-    expect(await windowTokens(prefix)).toBeLessThan(1000);
+    expect(await windowUnder(prefix, 1000)).toBeLessThan(1000);
   });
 });

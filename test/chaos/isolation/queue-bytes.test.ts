@@ -11,11 +11,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Reply } from '../../../contract/index.js';
 import { startUpstreamSim, type UpstreamSim } from '../../../upstream-sim/sim.js';
-import { ask, okOf, sleep, startHarness, type Device, type Harness } from '../../helpers/harness.js';
+import { ask, okOf, startHarness, type Device, type Harness } from '../../helpers/harness.js';
 import { readyz } from '../../helpers/chaos.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../../helpers/redis.js';
 import { jpeg } from '../../helpers/images.js';
 import { tempDir } from '../../helpers/security.js';
+import { readUntil } from '../../helpers/wait.js';
 
 const IMAGE_BYTES = 30_000;
 const BASE64_BYTES = Math.ceil(IMAGE_BYTES / 3) * 4 + 8; // the JPEG markers add a few
@@ -83,9 +84,7 @@ describe('isolation: queued requests are bounded in bytes, and an image is store
     const url = `data:image/jpeg;base64,${frame(7).toString('base64')}`;
     expect(upstream.requests.filter((r) => JSON.stringify(r.body).includes(url)).length).toBeGreaterThanOrEqual(1);
     // Answered: the records no longer count (the completion follows the reply).
-    const deadline = Date.now() + 5000;
-    while ((await qbytes()) !== 0 && Date.now() < deadline) await sleep(50);
-    expect(await qbytes()).toBe(0);
+    expect(await readUntil(qbytes, (bytes) => bytes === 0, 5000, 50)).toBe(0);
     expect(await keys(`{${prefix}}:img:*`)).toEqual([]); // gone with the last record holding it
   }, 60_000);
 

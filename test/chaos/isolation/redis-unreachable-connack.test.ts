@@ -5,10 +5,11 @@
 // 3.1.1, 0x88 on MQTT 5), and a client that retries connects once Redis is back.
 import mqtt, { type IClientOptions } from 'mqtt';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { ask, okOf, sleep, startHarness, type Harness } from '../../helpers/harness.js';
+import { ask, okOf, startHarness, type Harness } from '../../helpers/harness.js';
 import { readyz } from '../../helpers/chaos.js';
 import { connectRedis, deletePrefix, REDIS_URL, uniquePrefix } from '../../helpers/redis.js';
 import { startTcpProxy, type TcpProxy } from '../../helpers/tcp-proxy.js';
+import { readUntil } from '../../helpers/wait.js';
 
 const REDIS_TIMEOUT_MS = 1000;
 /** The finding's bound: a refusal comes at once, not after a timeout (generous for a loaded machine). */
@@ -51,12 +52,8 @@ async function connackOf(harness: Harness, clientId: string, protocolVersion: 4 
 
 /** Polls /readyz until it answers `status` (true) or 15 s pass (false). */
 async function readyzBecomes(harness: Harness, status: number): Promise<boolean> {
-  const deadline = Date.now() + 15_000;
-  while (Date.now() < deadline) {
-    if ((await readyz(harness.bridge.httpPort)) === status) return true;
-    await sleep(50);
-  }
-  return false;
+  const read = (): Promise<number> => readyz(harness.bridge.httpPort);
+  return (await readUntil(read, (s) => s === status, 15_000, 50)) === status;
 }
 
 async function answeredOk(harness: Harness, deviceId: string, id: string): Promise<void> {

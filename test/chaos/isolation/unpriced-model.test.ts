@@ -5,12 +5,12 @@
 // models of CONFIG_FILE `models` may be named, each within its own max_tokens cap.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Reply } from '../../../contract/index.js';
 import { http } from '../../helpers/admin-http.js';
 import { ask, startHarness, type Harness } from '../../helpers/harness.js';
 import { tempDir } from '../../helpers/security.js';
+import { readUntil } from '../../helpers/wait.js';
 
 const TOKEN = 'unpriced-test-token';
 const PRICE = { inputPerMillion: 1000, outputPerMillion: 2000 };
@@ -23,15 +23,14 @@ const errorOf = (reply: Reply | undefined): { code: string; message: string } =>
 
 /** What the fleet's cost budget has used (GET /v1/budgets), once the last request settled: it settles just after its reply. */
 async function fleetSpent(h: Harness): Promise<number> {
-  const deadline = Date.now() + 5000;
-  for (;;) {
+  const fleetUse = async (): Promise<{ used: number; reserved: number } | undefined> => {
     const report = (await http(h.bridge, '/v1/budgets', { token: TOKEN })).json as {
       budgets: Array<{ name: string; use: Array<{ subject: string; used: number; reserved: number }> }>;
     };
-    const use = report.budgets.find((b) => b.name === 'fleet-usd')?.use.find((u) => u.subject === '*');
-    if ((use && use.reserved === 0) || Date.now() > deadline) return use?.used ?? 0;
-    await sleep(20);
-  }
+    return report.budgets.find((b) => b.name === 'fleet-usd')?.use.find((u) => u.subject === '*');
+  };
+  const use = await readUntil(fleetUse, (u) => u !== undefined && u.reserved === 0, 5000, 20);
+  return use?.used ?? 0;
 }
 
 describe('isolation: a model without a price under a cost budget', () => {

@@ -10,7 +10,22 @@ import type { Redis } from 'ioredis';
 
 const LUA_DIR = new URL('./lua/', import.meta.url);
 /** Includes in the order they must be defined (each uses only those before it). */
-const INCLUDES = ['call', 'keys', 'members', 'fair', 'window', 'records', 'admission', 'queue', 'cache', 'flight', 'claiming', 'spend', 'dead-letters', 'call-end'];
+const INCLUDES = [
+  'call',
+  'keys',
+  'members',
+  'fair',
+  'window',
+  'records',
+  'admission',
+  'queue',
+  'cache',
+  'flight',
+  'claiming',
+  'spend',
+  'dead-letters',
+  'call-end',
+];
 const INCLUDE_LINE = /^--- @include "([a-z-]+)"$/gm;
 
 export type LuaArg = string | number;

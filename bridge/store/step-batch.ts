@@ -5,8 +5,9 @@
 import type { Redis } from 'ioredis';
 import { StepFailed, type LuaLibrary, type StepCall } from './lua-library.js';
 
-/** Most steps in one call, so that one call never holds Redis for long. */
+/** Most steps, and about most bytes of arguments, in one call: one call never holds Redis for long. */
 const MAX_STEPS = 256;
+const MAX_BYTES = 1 << 20;
 
 interface Waiting {
   call: StepCall;
@@ -16,6 +17,7 @@ interface Waiting {
 
 export class StepBatch {
   private waiting: Waiting[] = [];
+  private bytes = 0;
   private scheduled: NodeJS.Immediate | undefined;
 
   constructor(
@@ -27,7 +29,8 @@ export class StepBatch {
   run(call: StepCall): Promise<unknown> {
     return new Promise((resolve, reject) => {
       this.waiting.push({ call, resolve, reject });
-      if (this.waiting.length >= MAX_STEPS) this.flush();
+      for (const arg of call.args) this.bytes += typeof arg === 'string' ? arg.length : 8;
+      if (this.waiting.length >= MAX_STEPS || this.bytes >= MAX_BYTES) this.flush();
       else this.scheduled ??= setImmediate(() => this.flush());
     });
   }
@@ -38,6 +41,7 @@ export class StepBatch {
     this.scheduled = undefined;
     const batch = this.waiting;
     this.waiting = [];
+    this.bytes = 0;
     if (batch.length === 1) {
       const [{ call, resolve, reject }] = batch as [Waiting];
       this.library.call(this.redis, call.name, call.keys, call.args).then(resolve, reject);

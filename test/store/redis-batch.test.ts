@@ -86,7 +86,7 @@ describe('redis store: steps batched per event-loop turn', () => {
     expect(Number(await redis.get(k.qbytes))).toBeGreaterThanOrEqual(2 * size);
 
     const claimed = await store.queue.claim({ owner: 'inst-1', max: 2, leaseMs: 30_000, rpm: 100, tpm: 1_000_000 }, now);
-    await Promise.all(claimed.jobs.map((job) => store.queue.complete(job, makeReply(job), { ttlS: 60 }, now)));
+    await Promise.all(claimed.jobs.map((job) => store.queue.complete(job, makeReply(job), { ttlS: 60, deadLetter: false }, now)));
     expect(await redis.get(k.qbytes)).toBe('0');
   });
 });

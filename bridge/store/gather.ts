@@ -1,6 +1,6 @@
 // Calls that may wait a moment: held for a few milliseconds, then started together in one
-// tick, so ioredis's auto-pipelining sends them in one write and Redis serves them from one
-// read, where each on its own costs Redis a read and a write (most of a small call's CPU).
+// tick, so more of them share one Redis call (step-batch.ts) than the turns they were made in
+// would give.
 export class Gather {
   private waiting: Array<() => void> = [];
   private timer: NodeJS.Timeout | undefined;

@@ -9,15 +9,13 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPrivateRedis, type PrivateRedis } from '../../bench/redis-server.js';
 import { RedisStore } from '../../bridge/store/redis.js';
-import type { Store } from '../../bridge/store/port.js';
-import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
+import { connectRedis, deletePrefix, redisStoreUnderTest, uniquePrefix } from '../helpers/redis.js';
 import { describeStoreContract, makeJob } from '../store/store-contract.js';
 import { readUntil } from '../helpers/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'eab-cluster-'));
 let server: PrivateRedis;
 let redis: ReturnType<typeof connectRedis>;
-const prefixes = new Map<Store, string>();
 
 beforeAll(async () => {
   server = await startPrivateRedis(['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'), '--dir', dir]);
@@ -59,16 +57,7 @@ describe('a one-node Redis Cluster', () => {
   });
 });
 
-describeStoreContract('redis cluster (one node)', {
-  durable: true,
-  open: async (options) => {
-    const prefix = uniquePrefix('cluster');
-    const store = new RedisStore(redis, { prefix, ...options });
-    prefixes.set(store, prefix);
-    return store;
-  },
-  cleanup: async (store) => {
-    await deletePrefix(redis, prefixes.get(store) ?? 'none');
-    prefixes.delete(store);
-  },
-});
+describeStoreContract(
+  'redis cluster (one node)',
+  redisStoreUnderTest(() => redis),
+);

@@ -38,8 +38,14 @@ async function requests(store: RedisStore, first: number, n: number): Promise<vo
   await Promise.all(claimed.map((job) => store.queue.complete(job, replyFor(job, now), { ttlS: 600, deadLetter: false, ...requestBookkeeping(job) }, now)));
 }
 
+interface Command {
+  name: string;
+  /** Its first argument: the key, for a data command. */
+  key: string | undefined;
+}
+
 /** The commands Redis ran while `work` ran: MONITOR's lines, each one command. */
-async function monitored(work: () => Promise<void>): Promise<string[]> {
+async function monitored(work: () => Promise<void>): Promise<Command[]> {
   const monitor = spawn('redis-cli', ['-p', String(server.port), 'monitor']);
   let out = '';
   monitor.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
@@ -59,8 +65,15 @@ async function monitored(work: () => Promise<void>): Promise<string[]> {
   return out
     .split('\n')
     .filter((line) => line.includes('"') && !line.includes('"end of work"'))
-    .map((line) => (/"([a-zA-Z]+)"/.exec(line)?.[1] ?? '').toUpperCase());
+    .map((line) => {
+      const [name, key] = [...line.matchAll(/"([^"]*)"/g)].map((m) => m[1]);
+      return { name: (name ?? '').toUpperCase(), key };
+    });
 }
+
+/** How many of `commands` are named `name`, or touch `key`. */
+const named = (commands: Command[], name: string): number => commands.filter((c) => c.name === name).length;
+const touching = (commands: Command[], key: string): number => commands.filter((c) => c.key === key).length;
 
 describe('Redis commands of an idle request', () => {
   it('are 23 alone (admit, record, complete: 3 calls) and at most 12.5 each when 16 requests share the calls (still 3)', async () => {
@@ -68,11 +81,19 @@ describe('Redis commands of an idle request', () => {
     await requests(store, 0, 2); // loads the function library
 
     const alone = await monitored(() => requests(store, 100, 1));
-    expect(alone.filter((c) => c === 'FCALL')).toHaveLength(3);
-    expect(alone, alone.join(' ')).toHaveLength(23);
+    expect(named(alone, 'FCALL')).toBe(3);
+    expect(alone, alone.map((c) => c.name).join(' ')).toHaveLength(23);
 
     const shared = await monitored(() => requests(store, 200, 16));
-    expect(shared.filter((c) => c === 'FCALL')).toHaveLength(3);
+    expect(named(shared, 'FCALL')).toBe(3);
     expect(shared.length / 16).toBeLessThanOrEqual(12.5);
+    // What every admission reads the same is read once per call, and counted counters written once.
+    expect(named(shared, 'TIME')).toBe(1);
+    expect(named(shared, 'HVALS')).toBe(1);
+    // The upstream's window: one read and its four counters written once (alone: the same per request).
+    expect(touching(alone, '{commands}:budget')).toBe(5);
+    expect(touching(shared, '{commands}:budget')).toBe(5);
+    // The stored bytes: read once and written once by the admissions' call, once by the completions'.
+    expect(touching(shared, '{commands}:qbytes')).toBe(3);
   });
 });

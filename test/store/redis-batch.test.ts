@@ -18,11 +18,16 @@ afterEach(async () => {
 });
 afterAll(() => redis.disconnect());
 
+/** A store on a prefix of its own, deleted after the case. */
+function open(name: string): { prefix: string; store: RedisStore } {
+  const prefix = uniquePrefix(name);
+  prefixes.push(prefix);
+  return { prefix, store: new RedisStore(redis, { prefix }) };
+}
+
 describe('redis store: steps batched per event-loop turn', () => {
   it('admits a turn of requests in one call, each with its own answer: invalid, duplicate, over quota, queued', async () => {
-    const prefix = uniquePrefix('batch');
-    prefixes.push(prefix);
-    const store = new RedisStore(redis, { prefix });
+    const { prefix, store } = open('batch');
     const now = Date.now();
     const limits = { deviceRpm: 1, queueMax: 100 };
     await store.queue.admit(makeJob({ deviceId: 'busy', id: 'earlier', priority: 'normal', arrivalMs: now }), limits, now);
@@ -51,9 +56,7 @@ describe('redis store: steps batched per event-loop turn', () => {
     expect(await redis.exists(k.idem('bad/nan'), k.idem('busy/later'))).toBe(0);
   });
   it("shares the upstream's budget window among a call's admissions: with 3 calls a minute, 3 of 5 are claimed, and the window counts 3", async () => {
-    const prefix = uniquePrefix('batch-budget');
-    prefixes.push(prefix);
-    const store = new RedisStore(redis, { prefix });
+    const { prefix, store } = open('batch-budget');
     const now = Date.now();
     const limits = { deviceRpm: 100, queueMax: 100 };
     const claim = { owner: 'inst-1', max: 16, leaseMs: 30_000, rpm: 3, tpm: 1_000_000 };
@@ -73,9 +76,7 @@ describe('redis store: steps batched per event-loop turn', () => {
     expect(await store.limits.takeRate(10, 3, 1_000_000, now)).toMatchObject({ ok: false });
   });
   it('counts QUEUE_MAX_BYTES within a call: of three admissions with room for two, the third is queue_full; completions give the bytes back', async () => {
-    const prefix = uniquePrefix('batch-bytes');
-    prefixes.push(prefix);
-    const store = new RedisStore(redis, { prefix });
+    const { prefix, store } = open('batch-bytes');
     const now = Date.now();
     const jobs = ['a', 'b', 'c'].map((id) => makeJob({ deviceId: 'cam', id, priority: 'normal', arrivalMs: now }));
     const size = Buffer.byteLength(recordJson(jobs[0]!));

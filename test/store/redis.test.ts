@@ -2,30 +2,19 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { RedisStore } from '../../bridge/store/redis.js';
 import { redisKeys } from '../../bridge/store/redis-keys.js';
-import type { Store } from '../../bridge/store/port.js';
-import { connectRedis, deletePrefix, uniquePrefix } from '../helpers/redis.js';
+import { connectRedis, deletePrefix, redisStoreUnderTest, uniquePrefix } from '../helpers/redis.js';
 import { describeStoreContract, makeJob, makeReply } from './store-contract.js';
 
 const redis = connectRedis();
-const prefixes = new Map<Store, string>();
 
 afterAll(async () => {
   redis.disconnect();
 });
 
-describeStoreContract('redis', {
-  durable: true,
-  open: async (options) => {
-    const prefix = uniquePrefix('store');
-    const store = new RedisStore(redis, { prefix, ...options });
-    prefixes.set(store, prefix);
-    return store;
-  },
-  cleanup: async (store) => {
-    await deletePrefix(redis, prefixes.get(store) ?? 'none');
-    prefixes.delete(store);
-  },
-});
+describeStoreContract(
+  'redis',
+  redisStoreUnderTest(() => redis),
+);
 
 describe('redis store', () => {
   it('refuses an admission that reaches Redis after its cutoff, writing nothing, and every step while Redis is silent', async () => {

@@ -6,7 +6,6 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { Aedes, Client } from 'aedes';
-import { WebSocketServer, createWebSocketStream } from 'ws';
 import { ConfigError } from '../contract/index.js';
 import { listen } from '../contract/listen.js';
 import type { ListenerOptions } from './options.js';
@@ -166,6 +165,8 @@ function createTlsListener(intake: Intake): { server: Server; mtls: boolean } {
 
 async function listenWebSocket(intake: Intake, wsPort: number): Promise<number> {
   const { config, log } = intake;
+  // Loaded only when MQTT_WS_PORT is set: a start without it should not wait for ws.
+  const { WebSocketServer, createWebSocketStream } = await import('ws');
   const http = createHttpServer((_req, res) => {
     res.writeHead(426, { 'content-type': 'text/plain' }).end('MQTT over WebSocket: upgrade required\n');
   });

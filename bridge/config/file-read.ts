@@ -1,7 +1,12 @@
 // CONFIG_FILE's text: YAML (.yaml, .yml; comments allowed) or JSON, read into plain data, with
 // the line and column of any value by its path, so a problem names where to look.
 import { readFileSync } from 'node:fs';
-import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import { createRequire } from 'node:module';
+import type { Document } from 'yaml';
+
+// Loaded when a CONFIG_FILE is read, not by every start.
+let loaded: typeof import('yaml') | undefined;
+const yaml = (): typeof import('yaml') => (loaded ??= createRequire(import.meta.url)('yaml') as typeof import('yaml'));
 
 export type FileFormat = 'yaml' | 'json';
 
@@ -21,6 +26,7 @@ export function readConfigText(path: string): ReadResult {
     return { problem: `${path}: cannot be read: ${err instanceof Error ? err.message : String(err)}` };
   }
   const format = formatOf(path);
+  const { LineCounter, parseDocument } = yaml();
   const lines = new LineCounter();
   // merge: `<<: *anchor` shares a block between templates or providers.
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, merge: true });
@@ -54,6 +60,7 @@ function readJson(path: string, text: string, doc: Document, at: (offset: number
 
 /** The start of the deepest node along `path` that the file has: its value (or `key`: the last one's key). */
 function offsetOf(doc: Document, path: readonly PropertyKey[], key: boolean): number | undefined {
+  const { isAlias, isMap, isScalar, isSeq } = yaml();
   let node: unknown = doc.contents;
   let offset: number | undefined;
   for (const [i, segment] of path.entries()) {

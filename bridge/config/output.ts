@@ -1,7 +1,8 @@
 // A template's `output`: the JSON Schema (a draft 2020-12 subset) of the typed object its
 // answers must be. The subset is what SCADA tags can hold: one flat object of boolean, number,
 // integer and string properties. Checked at load; validation of answers is the results' part.
-import { Ajv2020 } from 'ajv/dist/2020.js';
+import { createRequire } from 'node:module';
+import type { Ajv2020 } from 'ajv/dist/2020.js';
 import { z } from 'zod';
 import { DEFAULT_STRING_MAX_LENGTH, FIELD_NAME_PATTERN, FIELD_TYPES, type FieldType } from '../../contract/index.js';
 
@@ -104,7 +105,16 @@ export function outputJsonSchema(output: Output): JsonSchema {
 }
 
 /** The options every output validator is compiled with: the first violation only, no logging. */
-export const AJV_OPTIONS = { allErrors: false, allowUnionTypes: true, logger: false } as const;
+const AJV_OPTIONS = { allErrors: false, allowUnionTypes: true, logger: false } as const;
+
+// Loaded with the first schema compiled (templates with `output`, a request's json_schema), not by every start.
+let ajvModule: typeof import('ajv/dist/2020.js') | undefined;
+
+/** A JSON Schema (draft 2020-12) compiler with the bridge's options. */
+export function newAjv(): Ajv2020 {
+  ajvModule ??= createRequire(import.meta.url)('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js');
+  return new ajvModule.Ajv2020(AJV_OPTIONS);
+}
 
 /** A template output problem, at its path in CONFIG_FILE. */
 export interface OutputIssue {
@@ -128,7 +138,7 @@ export function outputProblems(templates: Record<string, { output?: Output | und
     try {
       const schema = outputJsonSchema(output);
       if (output.$schema !== undefined) schema['$schema'] = output.$schema;
-      new Ajv2020(AJV_OPTIONS).compile(schema);
+      newAjv().compile(schema);
     } catch (err) {
       issues.push({ path: ['templates', name, 'output'], message: `the JSON Schema compiler refuses it: ${err instanceof Error ? err.message : String(err)}` });
     }

@@ -5,10 +5,10 @@
 // or $ref: nothing whose checking time is not linear in the answer), and the compiled ones are
 // kept in a cache bounded in entries.
 import { createHash } from 'node:crypto';
-import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import type { Ajv2020, ValidateFunction } from 'ajv/dist/2020.js';
 import { jsonNestingProblem } from '../../contract/json-depth.js';
 import type { InferRequest } from '../../contract/index.js';
-import { AJV_OPTIONS, type JsonSchema } from '../config/output.js';
+import { newAjv, type JsonSchema } from '../config/output.js';
 import { describeViolation } from './output-violation.js';
 
 /** Compiled template schemas kept (every template of several reloads). */
@@ -119,7 +119,7 @@ const hashOf = (schema: unknown): string => createHash('sha256').update(JSON.str
 
 /** Compiled schemas by their hash: templates' (registered at load) and devices' (on first use). */
 export class OutputChecks {
-  private readonly ajv = new Ajv2020(AJV_OPTIONS);
+  private compiler: Ajv2020 | undefined;
   private readonly templates: Lru<OutputCheck>;
   /** A device schema outside the safe subset is remembered as `false`, so it is not looked at again. */
   private readonly devices: Lru<{ check: OutputCheck | false; schema: JsonSchema }>;
@@ -160,6 +160,11 @@ export class OutputChecks {
     const check = safeSchema(schema) ? this.compiled(schema) : false;
     this.devices.set(key, { check, schema });
     return check === false ? undefined : check;
+  }
+
+  /** Made with the first schema: most starts compile none. */
+  private get ajv(): Ajv2020 {
+    return (this.compiler ??= newAjv());
   }
 
   /** How many device schemas are kept (compiled or refused). */

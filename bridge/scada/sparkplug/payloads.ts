@@ -7,14 +7,20 @@ type Codec = typeof import('sparkplug-payload/lib/sparkplugbpayload.js');
 type UPayload = Parameters<Codec['encodePayload']>[0];
 type UMetric = NonNullable<UPayload['metrics']>[number];
 
-const codec = (createRequire(import.meta.url)('sparkplug-payload') as { get(ns: string): Codec | null }).get('spBv1.0') as Codec;
+// Loaded on first use: most deployments never turn Sparkplug on, and a restart (the takeover
+// after a crash) should not wait for a codec it does not need.
+let loaded: Codec | undefined;
+function codec(): Codec {
+  loaded ??= (createRequire(import.meta.url)('sparkplug-payload') as { get(ns: string): Codec | null }).get('spBv1.0') as Codec;
+  return loaded;
+}
 
 export const BDSEQ_METRIC = 'bdSeq';
 
-const encode = (payload: UPayload): Buffer => Buffer.from(codec.encodePayload(payload));
+const encode = (payload: UPayload): Buffer => Buffer.from(codec().encodePayload(payload));
 
 export function decodePayload(buf: Uint8Array): UPayload {
-  return codec.decodePayload(buf);
+  return codec().decodePayload(buf);
 }
 
 const bdSeqMetric = (bdSeq: number, timestamp: number): UMetric => ({ name: BDSEQ_METRIC, type: 'Int64', value: bdSeq, timestamp });
@@ -59,7 +65,7 @@ export function ddeath(seq: number, timestamp: number): Buffer {
 export function asksRebirth(payload: Buffer): boolean {
   let decoded: UPayload;
   try {
-    decoded = codec.decodePayload(payload);
+    decoded = codec().decodePayload(payload);
   } catch {
     return false;
   }
